@@ -1,0 +1,65 @@
+// The Python module device_agnostic.neuron._C: the runtime calls that
+// torch's generic APIs do not already expose. Everything else reaches neuron
+// through torch (torch.accelerator, torch.Stream, torch.Event, ...).
+#include "NeuronGenerator.h"
+#include "NeuronStream.h"
+
+#include <pybind11/pybind11.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace neuron {
+namespace {
+
+// Allocates and frees device memory from `threads` native threads while the
+// caller keeps holding the GIL: it returns only if allocation never needs
+// the GIL. Used by the tests.
+int64_t allocate_from_native_threads(int device, int64_t nbytes, int threads, int iterations) {
+  std::atomic<int64_t> done{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < iterations; ++i) {
+        auto data = allocate_device_memory(static_cast<c10::DeviceIndex>(device),
+                                           static_cast<size_t>(nbytes) * (1 + i % 3));
+        done.fetch_add(data.get() != nullptr ? 1 : 0);
+      }
+    });
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+  return done.load();
+}
+
+} // namespace
+} // namespace neuron
+
+PYBIND11_MODULE(_C, m) {
+  using namespace neuron;
+  m.doc() = "The neuron runtime (an AWS NeuronCore emulated on host memory).";
+  m.def("_device_count", [] { return static_cast<int>(device_count()); },
+        "Number of visible NeuronCores (NEURON_RT_VISIBLE_CORES); raises on a malformed value.");
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int index) { set_device(static_cast<c10::DeviceIndex>(index)); });
+  m.def("_lazy_init", &lazy_init);
+  m.def("_is_initialized", &is_initialized);
+  m.def("_is_in_bad_fork", &is_in_bad_fork);
+  m.def("_device_memory_capacity", &device_memory_capacity);
+  m.def("_default_generator", [](int index) {
+    const auto& generator = default_generator(static_cast<c10::DeviceIndex>(index));
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(generator));
+  });
+  m.def("_stream_priority", [](int device, int64_t stream_id) {
+    return stream_priority(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(kDeviceType, static_cast<c10::DeviceIndex>(device)),
+                                       stream_id));
+  });
+  m.def("_allocate_from_native_threads", &allocate_from_native_threads);
+}

@@ -1,0 +1,444 @@
+// Host execution of ATen kernels on device memory, zero-copy both ways.
+//
+// The boxed fallback below receives every operator that has no neuron kernel.
+// It
+//   1. checks that all tensors live on one neuron device (0-dim CPU tensors,
+//      and CPU indices for indexing, are allowed, as on CUDA);
+//   2. replaces each neuron tensor with a CPU view of the same bytes
+//      (host_view), a neuron device argument with "cpu" and a neuron
+//      generator with its CPU engine;
+//   3. runs the CPU kernel inside a HostExecutionScope, which makes the CPU
+//      allocator hand out this device's memory: outputs and temporaries are
+//      born in device memory, and count in its statistics;
+//   4. turns results back into neuron tensors without copying: results that
+//      alias an input become views of the input's neuron storage, results in
+//      device memory are re-tagged as neuron storage; only a result the kernel
+//      placed elsewhere (a static buffer, say) is copied.
+// Out= and in-place arguments that the kernel resized are moved onto their
+// new storage and metadata.
+#include "NeuronHostExecution.h"
+
+#include "NeuronGenerator.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/op_registration/op_registration.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+namespace neuron {
+namespace {
+
+thread_local c10::DeviceIndex tls_host_execution_device = -1;
+
+// The process's CPU allocator, wrapped: inside a HostExecutionScope it
+// allocates the scope's device memory (tagged as CPU memory so that CPU
+// kernels accept it); everywhere else it is the CPU allocator, untouched.
+class HostExecutionAllocator final : public c10::Allocator {
+ public:
+  void install() {
+    cpu_ = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(this, /*priority=*/0);
+  }
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (tls_host_execution_device >= 0) {
+      return allocate_for_host_execution(tls_host_execution_device, nbytes);
+    }
+    return cpu_->allocate(nbytes);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return cpu_->raw_deleter();
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+
+ private:
+  c10::Allocator* cpu_ = nullptr;
+};
+
+HostExecutionAllocator g_host_execution_allocator;
+
+struct InstallHostExecutionAllocator {
+  InstallHostExecutionAllocator() {
+    g_host_execution_allocator.install();
+  }
+};
+InstallHostExecutionAllocator g_install_host_execution_allocator;
+
+void no_delete(void* /*unused*/) {}
+
+// The host views made for one call: one CPU storage per neuron storage, so
+// that inputs aliasing each other still alias each other on the host.
+class HostViews {
+ public:
+  at::Tensor view_of(const at::Tensor& tensor) {
+    auto* device_storage = tensor.storage().unsafeGetStorageImpl();
+    c10::Storage host_storage;
+    for (const auto& pair : storages_) {
+      if (pair.device.unsafeGetStorageImpl() == device_storage) {
+        host_storage = pair.host;
+      }
+    }
+    if (!host_storage) {
+      host_storage = wrap(device_storage);
+      storages_.push_back({tensor.storage(), host_storage});
+    }
+    return make_view(tensor, std::move(host_storage));
+  }
+
+  // The neuron storage that `host_storage` stands for, if it is one of ours.
+  std::optional<c10::Storage> device_storage_of(const c10::StorageImpl* host_storage) const {
+    for (const auto& pair : storages_) {
+      if (pair.host.unsafeGetStorageImpl() == host_storage) {
+        return pair.device;
+      }
+    }
+    return std::nullopt;
+  }
+
+  static c10::Storage wrap(c10::StorageImpl* device_storage) {
+    void* data = device_storage->mutable_data();
+    // Resizable through the host-execution allocator: a kernel that grows an
+    // out= argument gets device memory, which sync_mutated() adopts.
+    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(),
+        c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)),
+        &g_host_execution_allocator, /*resizable=*/true));
+  }
+
+  static at::Tensor make_view(const at::Tensor& like, c10::Storage storage) {
+    auto view = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), like.dtype());
+    view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                      like.storage_offset());
+    if (like.is_conj()) {
+      view._set_conj(true);
+    }
+    if (like.is_neg()) {
+      view._set_neg(true);
+    }
+    return view;
+  }
+
+ private:
+  struct StoragePair {
+    c10::Storage device;
+    c10::Storage host;
+  };
+  c10::SmallVector<StoragePair, 4> storages_;
+};
+
+// A neuron tensor with `host`'s geometry over `storage`.
+at::Tensor device_tensor(const at::Tensor& host, c10::Storage storage) {
+  auto tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), host.dtype());
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(host.sizes(), host.strides(),
+                                                      host.storage_offset());
+  if (host.is_conj()) {
+    tensor._set_conj(true);
+  }
+  if (host.is_neg()) {
+    tensor._set_neg(true);
+  }
+  return tensor;
+}
+
+// Makes the DataPtr `data` (device memory tagged as CPU memory, or any host
+// memory) into neuron storage of `device`.
+c10::DataPtr adopt(c10::DataPtr data, size_t nbytes, c10::DeviceIndex device) {
+  if (is_device_allocation(data)) {
+    data.unsafe_set_device(c10::Device(kDeviceType, device));
+    return data;
+  }
+  // Memory the kernel did not get from the CPU allocator: copy it over.
+  auto fresh = allocate_device_memory(device, nbytes);
+  if (nbytes > 0) {
+    std::memcpy(fresh.get(), data.get(), nbytes);
+  }
+  return fresh;
+}
+
+class HostExecution {
+ public:
+  HostExecution(const c10::OperatorHandle& op, torch::jit::Stack* stack)
+      : op_(op),
+        schema_(op.schema()),
+        stack_(*stack),
+        first_(stack->size() - schema_.arguments().size()) {}
+
+  void run() {
+    find_device();
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        op_.hasKernelForDispatchKey(c10::DispatchKey::CPU), "The operator '",
+        schema_.operator_name(),
+        "' is not implemented for neuron: it has no CPU kernel to execute on "
+        "device memory. Move the inputs to the CPU for this operation, or "
+        "register a neuron kernel for it.");
+    to_host_arguments();
+    {
+      HostExecutionScope scope(device_);
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack_);
+    }
+    sync_mutated();
+    to_device_results();
+  }
+
+ private:
+  bool allows_cpu_tensor(size_t argument, const at::Tensor& tensor) const {
+    if (tensor.dim() == 0) {
+      return true; // CPU scalars mix with device tensors, as on CUDA
+    }
+    // CUDA accepts CPU index tensors for indexing and moves them over.
+    const auto& name = schema_.name();
+    return schema_.arguments()[argument].name() == "indices" &&
+        (name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
+         name == "aten::_index_put_impl_");
+  }
+
+  void note_tensor(size_t argument, const at::Tensor& tensor) {
+    if (!tensor.defined()) {
+      return;
+    }
+    const auto device = tensor.device();
+    if (device.type() == kDeviceType) {
+      if (device_ < 0) {
+        device_ = device.index();
+      } else if (device.index() != device_) {
+        mismatch_ = device;
+      }
+    } else if (!(device.is_cpu() && allows_cpu_tensor(argument, tensor))) {
+      mismatch_ = device;
+    }
+  }
+
+  template <typename F>
+  void for_each_tensor_argument(F f) {
+    const auto& arguments = schema_.arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      auto& value = stack_[first_ + i];
+      if (value.isTensor()) {
+        f(i, value.toTensor());
+      } else if (value.isTensorList()) {
+        for (const at::Tensor& tensor : value.toTensorList()) {
+          f(i, tensor);
+        }
+      } else if (value.isList()) {
+        for (const c10::IValue element : value.toListRef()) {
+          if (element.isTensor()) {
+            f(i, element.toTensor());
+          }
+        }
+      }
+    }
+  }
+
+  void find_device() {
+    for_each_tensor_argument(
+        [this](size_t i, const at::Tensor& tensor) { note_tensor(i, tensor); });
+    const auto& arguments = schema_.arguments();
+    for (size_t i = 0; i < arguments.size() && device_ < 0; ++i) {
+      const auto& value = stack_[first_ + i];
+      if (value.isDevice() && value.toDevice().type() == kDeviceType) {
+        device_ = resolve_device_index(value.toDevice().index());
+      }
+    }
+    if (device_ < 0) {
+      device_ = current_device();
+    }
+    if (mismatch_.has_value()) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
+                  "devices, ", c10::Device(kDeviceType, device_), " and ", *mismatch_,
+                  "! (when checking arguments for ", schema_.operator_name(), ")");
+    }
+  }
+
+  static bool is_optional_tensor_list(const c10::Argument& argument) {
+    const auto& type = argument.type();
+    if (type->kind() != c10::TypeKind::ListType) {
+      return false;
+    }
+    const auto& element = type->containedType(0);
+    return element->kind() == c10::TypeKind::OptionalType &&
+        element->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+        c10::TypeKind::TensorType;
+  }
+
+  static bool is_generator_argument(const c10::Argument& argument) {
+    c10::TypePtr type = argument.type();
+    if (type->kind() == c10::TypeKind::OptionalType) {
+      type = type->castRaw<c10::OptionalType>()->getElementType();
+    }
+    return type->kind() == c10::TypeKind::GeneratorType;
+  }
+
+  at::Tensor to_host(const at::Tensor& tensor, bool mutated) {
+    if (!tensor.defined() || tensor.device().type() != kDeviceType) {
+      return tensor;
+    }
+    auto view = views_.view_of(tensor);
+    if (mutated) {
+      mutated_.emplace_back(tensor, view);
+    }
+    return view;
+  }
+
+  void to_host_arguments() {
+    const auto& arguments = schema_.arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      auto& value = stack_[first_ + i];
+      const auto* alias = arguments[i].alias_info();
+      const bool mutated = alias != nullptr && alias->isWrite();
+      if (value.isTensor()) {
+        value = to_host(value.toTensor(), mutated);
+      } else if (value.isTensorList()) {
+        auto tensors = value.toTensorList();
+        c10::List<at::Tensor> host;
+        host.reserve(tensors.size());
+        for (const at::Tensor& tensor : tensors) {
+          host.push_back(to_host(tensor, mutated));
+        }
+        value = std::move(host);
+      } else if (value.isList() && is_optional_tensor_list(arguments[i])) {
+        auto tensors = value.to<c10::List<std::optional<at::Tensor>>>();
+        c10::List<std::optional<at::Tensor>> host;
+        host.reserve(tensors.size());
+        for (const std::optional<at::Tensor>& tensor : tensors) {
+          host.push_back(tensor.has_value() ? std::optional<at::Tensor>(to_host(*tensor, mutated))
+                                            : std::nullopt);
+        }
+        value = std::move(host);
+      } else if (value.isDevice() && value.toDevice().type() == kDeviceType) {
+        value = c10::Device(c10::DeviceType::CPU);
+      } else if (is_generator_argument(arguments[i])) {
+        std::optional<at::Generator> generator;
+        if (value.isGenerator()) {
+          generator = value.toGenerator();
+        }
+        value = host_engine(generator, device_);
+      }
+    }
+  }
+
+  // Out= and in-place arguments: the kernel may have resized them, which
+  // changed the host view's storage and metadata but not the neuron tensor's.
+  void sync_mutated() {
+    for (auto& [tensor, view] : mutated_) {
+      auto* device_storage = tensor.storage().unsafeGetStorageImpl();
+      auto* host_storage = view.storage().unsafeGetStorageImpl();
+      if (host_storage->data() != device_storage->data() ||
+          host_storage->nbytes() != device_storage->nbytes()) {
+        const size_t nbytes = host_storage->nbytes();
+        c10::DataPtr data = host_storage->set_data_ptr(
+            c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+        host_storage->set_nbytes(0);
+        device_storage->set_data_ptr_noswap(adopt(std::move(data), nbytes, device_));
+        device_storage->set_nbytes(nbytes);
+        // Keep the host view pointing at the bytes, for results aliasing it.
+        void* bytes = device_storage->mutable_data();
+        host_storage->set_data_ptr_noswap(
+            c10::DataPtr(bytes, bytes, &no_delete, c10::Device(c10::DeviceType::CPU)));
+        host_storage->set_nbytes(nbytes);
+      }
+      if (tensor.sizes() != view.sizes() || tensor.strides() != view.strides() ||
+          tensor.storage_offset() != view.storage_offset()) {
+        tensor.unsafeGetTensorImpl()->set_sizes_and_strides(view.sizes(), view.strides(),
+                                                            view.storage_offset());
+      }
+    }
+  }
+
+  at::Tensor to_device(const at::Tensor& host) {
+    if (!host.defined() || !host.device().is_cpu() || !host.has_storage()) {
+      return host;
+    }
+    auto* host_storage = host.storage().unsafeGetStorageImpl();
+    if (auto device_storage = views_.device_storage_of(host_storage)) {
+      // A view of an input (or the input itself): same neuron storage.
+      return device_tensor(host, std::move(*device_storage));
+    }
+    check_supported_dtype(host.scalar_type());
+    if (host_storage->data_ptr().device().type() != kDeviceType) {
+      const size_t nbytes = host_storage->nbytes();
+      c10::DataPtr data = host_storage->set_data_ptr(
+          c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
+      host_storage->set_data_ptr_noswap(adopt(std::move(data), nbytes, device_));
+      host_storage->set_allocator(device_allocator());
+    }
+    // The storage now is neuron storage (results may share it, so it is
+    // converted once and then reused as is).
+    return device_tensor(host, host.storage());
+  }
+
+  void to_device_results() {
+    const auto& returns = schema_.returns();
+    for (size_t j = 0; j < returns.size(); ++j) {
+      auto& value = stack_[first_ + j];
+      const auto* alias = returns[j].alias_info();
+      if (alias != nullptr && alias->isWrite() && value.isTensor()) {
+        // An in-place or out= result is the argument itself.
+        value = original_of(value.toTensor());
+      } else if (value.isTensor()) {
+        value = to_device(value.toTensor());
+      } else if (value.isTensorList()) {
+        auto tensors = value.toTensorList();
+        c10::List<at::Tensor> results;
+        results.reserve(tensors.size());
+        for (const at::Tensor& tensor : tensors) {
+          results.push_back(to_device(tensor));
+        }
+        value = std::move(results);
+      }
+    }
+  }
+
+  at::Tensor original_of(const at::Tensor& host) {
+    for (auto& [tensor, view] : mutated_) {
+      if (view.unsafeGetTensorImpl() == host.unsafeGetTensorImpl()) {
+        return tensor;
+      }
+    }
+    return to_device(host);
+  }
+
+  const c10::OperatorHandle& op_;
+  const c10::FunctionSchema& schema_;
+  torch::jit::Stack& stack_;
+  const size_t first_;
+  c10::DeviceIndex device_ = -1;
+  std::optional<c10::Device> mismatch_;
+  HostViews views_;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> mutated_;
+};
+
+void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  HostExecution(op, stack).run();
+}
+
+} // namespace
+
+HostExecutionScope::HostExecutionScope(c10::DeviceIndex device)
+    : previous_(tls_host_execution_device) {
+  tls_host_execution_device = device;
+}
+
+HostExecutionScope::~HostExecutionScope() {
+  tls_host_execution_device = previous_;
+}
+
+at::Tensor host_view(const at::Tensor& tensor) {
+  return HostViews::make_view(tensor, HostViews::wrap(tensor.storage().unsafeGetStorageImpl()));
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+}
+
+} // namespace neuron

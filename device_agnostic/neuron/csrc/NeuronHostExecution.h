@@ -1,0 +1,15 @@
+// Host execution: every ATen operator without a neuron kernel runs the CPU
+// kernel directly on device memory (NeuronCore memory is host memory here).
+#pragma once
+
+#include "NeuronRuntime.h"
+
+#include <ATen/core/Tensor.h>
+
+namespace neuron {
+
+// A CPU tensor over the same bytes as the neuron tensor `tensor`: same
+// sizes, strides, offset, dtype, conj and neg bits. No copy.
+at::Tensor host_view(const at::Tensor& tensor);
+
+} // namespace neuron

@@ -1,0 +1,85 @@
+// The neuron runtime: the thin C-like layer under the ATen integration.
+//
+// "neuron" emulates an AWS NeuronCore on host memory. This header declares
+// what the per-concern files share: device enumeration and the current
+// device (NeuronRuntime.cpp), the device memory allocator
+// (NeuronDeviceAllocator.cpp), pinned host memory (NeuronHostAllocator.cpp),
+// streams and events (NeuronStream.cpp), generators (NeuronGenerator.cpp)
+// and host execution of ATen kernels (NeuronHostExecution.cpp).
+#pragma once
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/Stream.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace neuron {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+constexpr const char* kBackendName = "neuron";
+
+// ---- devices (NeuronRuntime.cpp) ------------------------------------------
+
+// Number of visible NeuronCores, parsed from NEURON_RT_VISIBLE_CORES.
+// Throws a c10::Error naming the variable when its value is malformed.
+c10::DeviceIndex device_count();
+// Same, but 0 on a malformed value: for interfaces that must not throw.
+c10::DeviceIndex device_count_noexcept() noexcept;
+// Throws a c10::IndexError when `index` is not a visible device.
+void check_device_index(c10::DeviceIndex index);
+// -1 (the "current device" placeholder) becomes the current device.
+c10::DeviceIndex resolve_device_index(c10::DeviceIndex index);
+c10::DeviceIndex current_device();
+void set_device(c10::DeviceIndex index);
+
+// Initializes the runtime on first use; raises in a forked child of an
+// initialized parent (the runtime's state cannot be inherited through fork).
+void lazy_init();
+bool is_initialized();
+bool is_in_bad_fork();
+
+// Per-device memory capacity in bytes, parsed from NEURON_DEVICE_MEMORY.
+size_t device_memory_capacity();
+std::string format_bytes(size_t bytes);
+
+// The dtypes a NeuronCore computes in. float64 and complex128 are absent.
+bool is_supported_dtype(c10::ScalarType dtype);
+// Raises TypeError naming the dtype and the device, suggesting float32.
+void check_supported_dtype(c10::ScalarType dtype);
+
+// ---- device memory (NeuronDeviceAllocator.cpp) ----------------------------
+
+c10::DeviceAllocator* device_allocator();
+// Allocates `nbytes` of `device`'s memory, whatever the current device.
+c10::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes);
+// Allocates device memory of `device` but tags the DataPtr as CPU memory:
+// used while a CPU kernel runs on device memory (see host execution).
+c10::DataPtr allocate_for_host_execution(c10::DeviceIndex device, size_t nbytes);
+// True if the DataPtr came from the neuron device allocator.
+bool is_device_allocation(const c10::DataPtr& data_ptr);
+
+// ---- pinned host memory (NeuronHostAllocator.cpp) --------------------------
+
+c10::Allocator* host_allocator();
+bool is_pinned_ptr(const void* ptr);
+
+// ---- host execution (NeuronHostExecution.cpp) -----------------------------
+
+// While alive, CPU allocations on this thread come from `device`'s memory.
+class HostExecutionScope {
+ public:
+  explicit HostExecutionScope(c10::DeviceIndex device);
+  ~HostExecutionScope();
+  HostExecutionScope(const HostExecutionScope&) = delete;
+  HostExecutionScope& operator=(const HostExecutionScope&) = delete;
+
+ private:
+  c10::DeviceIndex previous_;
+};
+
+} // namespace neuron

@@ -1,0 +1,135 @@
+#include "NeuronStream.h"
+
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+
+namespace neuron {
+namespace {
+
+// Stream ids: 0 is the default stream; pool streams are
+// 1 + level * kStreamsPerPool + slot, level 0 for normal priority and 1 for
+// high priority, like CUDA's fixed-size pools handed out round-robin.
+constexpr int kStreamsPerPool = 32;
+constexpr int kPriorityLevels = 2;
+constexpr int kMaxDevices = 64;
+
+std::array<std::array<std::atomic<uint32_t>, kPriorityLevels>, kMaxDevices> g_next_slot{};
+
+thread_local std::array<c10::StreamId, kMaxDevices> tls_current_stream{};
+
+c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, device), id);
+}
+
+struct NeuronEvent {
+  c10::DeviceIndex device;
+  bool enable_timing;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point timestamp;
+};
+
+} // namespace
+
+void check_stream(const c10::Stream& stream) {
+  TORCH_CHECK(
+      stream.device_type() == kDeviceType, "Expected a neuron stream, but got a stream of ",
+      stream.device_type(), ".");
+  check_device_index(stream.device_index());
+  const auto id = stream.id();
+  TORCH_CHECK(id >= 0 && id <= kStreamsPerPool * kPriorityLevels,
+              "Invalid neuron stream id ", id, " on device ",
+              static_cast<int>(stream.device_index()), ".");
+}
+
+c10::Stream current_stream(c10::DeviceIndex device) {
+  device = resolve_device_index(device);
+  return make_stream(device, tls_current_stream[device]);
+}
+
+c10::Stream default_stream(c10::DeviceIndex device) {
+  return make_stream(resolve_device_index(device), 0);
+}
+
+c10::Stream stream_from_pool(c10::DeviceIndex device, int priority) {
+  device = resolve_device_index(device);
+  lazy_init();
+  const int level = priority < 0 ? 1 : 0;
+  const uint32_t slot = g_next_slot[device][level].fetch_add(1) % kStreamsPerPool;
+  return make_stream(device, 1 + level * kStreamsPerPool + static_cast<int>(slot));
+}
+
+c10::Stream exchange_stream(c10::Stream stream) {
+  check_stream(stream);
+  const auto device = stream.device_index();
+  const auto previous = make_stream(device, tls_current_stream[device]);
+  tls_current_stream[device] = stream.id();
+  return previous;
+}
+
+int stream_priority(const c10::Stream& stream) {
+  check_stream(stream);
+  return stream.id() > kStreamsPerPool ? kHighestPriority : kLowestPriority;
+}
+
+void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex device,
+                  c10::EventFlag flag) {
+  check_stream(stream);
+  TORCH_CHECK(device == -1 || device == stream.device_index(), "Event device index ",
+              static_cast<int>(device), " does not match recording stream's device index ",
+              static_cast<int>(stream.device_index()), ".");
+  auto* neuron_event = static_cast<NeuronEvent*>(*event);
+  if (neuron_event == nullptr) {
+    lazy_init();
+    neuron_event = new NeuronEvent{stream.device_index(), flag == c10::EventFlag::BACKEND_DEFAULT};
+    *event = neuron_event;
+  }
+  TORCH_CHECK(neuron_event->device == stream.device_index(), "Event device ",
+              static_cast<int>(neuron_event->device),
+              " does not match recording stream's device ",
+              static_cast<int>(stream.device_index()), ".");
+  // All work issued to the stream so far has completed (see NeuronStream.h).
+  neuron_event->timestamp = std::chrono::steady_clock::now();
+  neuron_event->recorded = true;
+}
+
+void block_on_event(void* event, const c10::Stream& stream) {
+  check_stream(stream);
+  // Nothing to wait for: the recorded work has completed. An event that was
+  // never recorded does nothing, as in CUDA.
+  (void)event;
+}
+
+bool query_event(void* event) {
+  (void)event;
+  return true;
+}
+
+void synchronize_event(void* event) {
+  (void)event;
+}
+
+double event_elapsed_ms(void* start, void* end) {
+  auto* first = static_cast<NeuronEvent*>(start);
+  auto* second = static_cast<NeuronEvent*>(end);
+  TORCH_CHECK(first != nullptr && second != nullptr && first->recorded && second->recorded,
+              "Both events must be recorded before calculating elapsed time.");
+  TORCH_CHECK(first->enable_timing && second->enable_timing,
+              "Both events must be created with argument 'enable_timing=True'.");
+  TORCH_CHECK(first->device == second->device,
+              "Both events must be recorded on the same device to calculate elapsed time, "
+              "but got neuron:", static_cast<int>(first->device), " and neuron:",
+              static_cast<int>(second->device), ".");
+  const auto nanoseconds =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(second->timestamp - first->timestamp)
+          .count();
+  return static_cast<double>(nanoseconds) / 1e6;
+}
+
+void destroy_event(void* event) noexcept {
+  delete static_cast<NeuronEvent*>(event);
+}
+
+} // namespace neuron

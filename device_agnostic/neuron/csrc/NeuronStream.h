@@ -1,0 +1,38 @@
+// Streams and events of the neuron runtime.
+//
+// Execution model: every operation runs to completion on the host thread that
+// issues it, in issue order. A stream is therefore always idle when queried,
+// work on one stream stays in that stream's order, and an event's timestamp is
+// taken when it is recorded (all earlier work being already done). The
+// bookkeeping (pools, priorities, a thread-local current stream per device,
+// event devices and timing flags) follows CUDA's rules, so that code written
+// against torch.Stream/torch.Event behaves, and fails, as it would there.
+#pragma once
+
+#include "NeuronRuntime.h"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+namespace neuron {
+
+// Priorities follow CUDA: 0 is normal, negative is higher priority.
+constexpr int kLowestPriority = 0;
+constexpr int kHighestPriority = -1;
+
+c10::Stream current_stream(c10::DeviceIndex device);
+c10::Stream default_stream(c10::DeviceIndex device);
+c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
+// Makes `stream` current for its device on this thread; returns the previous.
+c10::Stream exchange_stream(c10::Stream stream);
+int stream_priority(const c10::Stream& stream);
+void check_stream(const c10::Stream& stream);
+
+void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex device,
+                  c10::EventFlag flag);
+void block_on_event(void* event, const c10::Stream& stream);
+bool query_event(void* event);
+void synchronize_event(void* event);
+double event_elapsed_ms(void* start, void* end);
+void destroy_event(void* event) noexcept;
+
+} // namespace neuron
