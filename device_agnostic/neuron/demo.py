@@ -33,8 +33,8 @@ def describe_devices() -> torch.device:
     count = torch.accelerator.device_count()
     print(f"accelerator: {accelerator.type}, {count} device(s)")
     for index in range(count):
-        name = module.get_device_name(index)
-        print(f"  {accelerator.type}:{index}  {name}  {module.get_device_properties(index)}")
+        print(f"  {accelerator.type}:{index}  {module.get_device_name(index)}")
+        print(f"    {module.get_device_properties(index)}")
     return torch.device(accelerator.type, torch.accelerator.current_device_index())
 
 

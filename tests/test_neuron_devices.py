@@ -1,0 +1,112 @@
+"""Item 2: device enumeration, the current device, the device guard and bad indices."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+
+@pytest.mark.parametrize(
+    ("visible_cores", "expected"),
+    [(None, 2), ("0-3", 4), ("0,2,5", 3), ("1", 1), ("0-1,4", 3), (" 2 , 3 ", 2)],
+)
+def test_device_count_follows_neuron_rt_visible_cores(run_python, visible_cores, expected):
+    result = run_python(
+        "import torch; print(torch.neuron.device_count(), torch.accelerator.device_count())",
+        env={"NEURON_RT_VISIBLE_CORES": visible_cores},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [str(expected), str(expected)]
+
+
+@pytest.mark.parametrize("visible_cores", ["", "a", "3-1", "0,,1", "-1", "0-"])
+def test_malformed_visible_cores_is_a_clear_error_naming_the_variable(run_python, visible_cores):
+    result = run_python(
+        """
+        import torch
+        try:
+            torch.neuron.device_count()
+        except RuntimeError as error:
+            print("ERROR:", error)
+        print("available:", torch.neuron.is_available())
+        """,
+        env={"NEURON_RT_VISIBLE_CORES": visible_cores},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ERROR: Invalid NEURON_RT_VISIBLE_CORES" in result.stdout
+    assert "available: False" in result.stdout
+
+
+def test_set_device_index_changes_where_tensors_are_created(restore_device):
+    torch.accelerator.set_device_index(1)
+    assert torch.accelerator.current_device_index() == 1
+    assert torch.neuron.current_device() == 1
+    assert torch.empty(2, device="neuron").device == torch.device("neuron:1")
+    torch.neuron.set_device("neuron:0")
+    assert torch.empty(2, device="neuron").device == torch.device("neuron:0")
+
+
+def test_device_index_context_restores_on_exception(restore_device):
+    torch.accelerator.set_device_index(0)
+    with pytest.raises(KeyError):
+        with torch.accelerator.device_index(1):
+            assert torch.accelerator.current_device_index() == 1
+            raise KeyError("boom")
+    assert torch.accelerator.current_device_index() == 0
+
+
+def test_neuron_device_context_nests_and_restores(restore_device):
+    torch.accelerator.set_device_index(0)
+    with torch.neuron.device(1):
+        assert torch.neuron.current_device() == 1
+        with torch.neuron.device(0):
+            assert torch.neuron.current_device() == 0
+        assert torch.neuron.current_device() == 1
+    assert torch.neuron.current_device() == 0
+
+
+def test_operations_run_under_a_guard_of_their_inputs_device(restore_device):
+    torch.accelerator.set_device_index(0)
+    x = torch.ones(3, device="neuron:1")
+    assert (x + 1).device == torch.device("neuron:1")
+    assert x.clone().device == torch.device("neuron:1")
+    assert torch.zeros_like(x).device == torch.device("neuron:1")
+    assert torch.accelerator.current_device_index() == 0
+
+
+def test_current_device_is_per_thread(restore_device):
+    torch.accelerator.set_device_index(1)
+    seen: list[int] = []
+    thread = threading.Thread(target=lambda: seen.append(torch.accelerator.current_device_index()))
+    thread.start()
+    thread.join()
+    assert seen == [0]
+    assert torch.accelerator.current_device_index() == 1
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda: torch.accelerator.set_device_index(2),
+        lambda: torch.neuron.set_device(7),
+        lambda: torch.empty(1, device="neuron:2"),
+        lambda: torch.ones(1).to("neuron:5"),
+    ],
+)
+def test_out_of_range_index_is_a_clear_error(action, restore_device):
+    with pytest.raises(IndexError, match=r"Invalid neuron device index \d+: this process has 2"):
+        action()
+    # the process keeps working
+    assert torch.ones(1, device="neuron").item() == 1.0
+
+
+def test_invalid_device_string_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="Invalid device string"):
+        torch.device("neuron:x")
+
+
+def test_neuron_device_context_rejects_another_device_type():
+    with pytest.raises(ValueError, match="Expected a neuron device, but got cpu"):
+        torch.neuron.device("cpu")
