@@ -32,8 +32,10 @@ Exits 0, unless --check is given and a target is missed or an op failed.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import gc
+import itertools
 import json
 import math
 import os
@@ -190,9 +192,7 @@ def _conv2d_case(size: int) -> Case:
         x, w, b = x0.to(device), w0.to(device), b0.to(device)
         return lambda: F.conv2d(x, w, b, padding=1)
 
-    return Case(
-        "conv2d", size, f"{shape} * (16, 16, 3, 3), pad 1", math.prod(shape), make
-    )
+    return Case("conv2d", size, f"{shape} * (16, 16, 3, 3), pad 1", math.prod(shape), make)
 
 
 def _mlp_case(size: int) -> Case:
@@ -210,8 +210,7 @@ def _mlp_case(size: int) -> Case:
     y0 = torch.randint(0, MLP_CLASSES, (batch,), generator=torch.Generator().manual_seed(SEED))
 
     def make(device: torch.device) -> Thunk:
-        model = torch.nn.Sequential(*(torch.nn.Module() for _ in range(0)))  # placeholder type
-        model = _copy_module(model0, device)
+        model = copy.deepcopy(model0).to(device)
         # foreach pinned off for both: torch's default differs by device (on for accelerators,
         # off for the CPU), which would compare different optimizer kernels.
         optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=False)
@@ -228,13 +227,6 @@ def _mlp_case(size: int) -> Case:
 
     shape = f"x ({batch}, {MLP_IN}); {MLP_IN}-{MLP_HIDDEN}-{MLP_HIDDEN}-{MLP_CLASSES} ReLU, SGD"
     return Case("mlp_step", size, shape, batch * MLP_IN, make)
-
-
-def _copy_module(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """A deep copy of `module` on `device` (the original stays where it is)."""
-    import copy
-
-    return copy.deepcopy(module).to(device)
 
 
 def build_case(op: str, size: int) -> Case:
@@ -276,15 +268,28 @@ def time_block(fn: Thunk, calls: int, sync: Callable[[], None]) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def warm_up(fn: Thunk, sync: Callable[[], None], min_s: float) -> float:
-    """Runs `fn` at least 3 times and for at least `min_s`; returns the last call's seconds."""
+def warm_up(fn: Thunk, sync: Callable[[], None], min_s: float) -> None:
+    """Runs `fn` at least 3 times and for at least `min_s` (at most 200 calls)."""
     deadline = time.perf_counter() + min_s
     calls = 0
-    last = 0.0
     while calls < 3 or (time.perf_counter() < deadline and calls < 200):
-        last = time_block(fn, 1, sync)
+        time_block(fn, 1, sync)
         calls += 1
-    return last
+
+
+def calibrate(fn: Thunk, sync: Callable[[], None], block_s: float) -> float:
+    """Seconds per call of `fn`, estimated robustly against interference from other processes.
+
+    Like timeit's autorange, the number of calls grows (1, 2, 5, 10, 20, ...) until a block
+    lasts a fifth of `block_s`; the estimate is the fastest of three blocks of that many calls
+    (a preempted block is slow, never fast).
+    """
+    calls = 1
+    for multiplier in itertools.cycle((2, 2.5, 2)):
+        if time_block(fn, calls, sync) * calls >= block_s / 5:
+            break
+        calls = int(calls * multiplier)
+    return min(time_block(fn, calls, sync) for _ in range(3))
 
 
 def max_abs_diff(cpu_out: object, dev_out: object) -> float:
@@ -314,9 +319,10 @@ def measure(case: Case, device: torch.device, settings: Settings) -> Result:
         syncs["dev"]()
         result.max_abs_diff = max_abs_diff(first_cpu, first_dev)
         del first_cpu, first_dev
-        per_call = max(warm_up(fns[k], syncs[k], settings.warmup_s) for k in ("dev", "cpu"))
-        # Re-estimate over a few calls: one call can be an outlier.
-        per_call = max(time_block(fns[k], 3, syncs[k]) for k in ("cpu", "dev"))
+        for key in ("dev", "cpu"):
+            warm_up(fns[key], syncs[key], settings.warmup_s)
+        # The slower device sets the block size.
+        per_call = max(calibrate(fns[k], syncs[k], settings.block_s) for k in ("cpu", "dev"))
     except Exception as error:  # an op the device cannot run is a result too
         result.error = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
         return result
@@ -458,7 +464,10 @@ def markdown_tables(results: Sequence[Result], ops: Sequence[str], sizes: Sequen
     by_key = {(r.op, r.size): r for r in results}
     header = "| op | " + " | ".join(size_label(s) for s in sizes) + " |"
     rule = "| --- |" + " ---: |" * len(sizes)
-    lines = ["ratio neuron_time / cpu_time (median over interleaved rounds; < 1: neuron faster)", ""]
+    lines = [
+        "ratio neuron_time / cpu_time (median over interleaved rounds; < 1: neuron faster)",
+        "",
+    ]
     lines += [header, rule]
     for op in ops:
         cells = []
@@ -525,12 +534,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "neuron_time / cpu_time per op and size with the issue's targets.",
     )
     parser.add_argument(
-        "--sizes", type=parse_sizes, default=None,
+        "--sizes",
+        type=parse_sizes,
+        default=None,
         help="comma-separated input sizes in elements, e.g. 1e3,1e6 "
         "(default: 1e3,1e4,1e5,1e6,1e7; with --quick: 1e3,1e6)",
     )
     parser.add_argument(
-        "--ops", type=parse_ops, default=list(OPS),
+        "--ops",
+        type=parse_ops,
+        default=list(OPS),
         help=f"comma-separated ops (default: all: {','.join(OPS)})",
     )
     parser.add_argument(
@@ -538,11 +551,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     parser.add_argument(
-        "--check", action="store_true",
+        "--check",
+        action="store_true",
         help="exit 1 if a target is missed or an op fails (default: always exit 0)",
     )
     parser.add_argument(
-        "--device", default="neuron",
+        "--device",
+        default="neuron",
         help="the device compared with the CPU (default: neuron; 'cpu' gives an A/A run)",
     )
     return parser.parse_args(argv)
@@ -602,8 +617,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| --- | ---: | ---: | --- |")
     for target in targets:
         value = "-" if target.value is None else f"{target.value:.2f}"
-        print(f"| {target.name} ({target.detail}) | {value} | <= {target.limit} | "
-              f"{target.status} |")
+        print(
+            f"| {target.name} ({target.detail}) | {value} | <= {target.limit} | {target.status} |"
+        )
     failed = [r for r in results if r.error is not None]
     for r in failed:
         print(f"\nERROR {r.op} @ {size_label(r.size)}: {r.error}")

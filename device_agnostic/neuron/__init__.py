@@ -17,12 +17,22 @@ Environment:
 
 from __future__ import annotations
 
-import sys
 
-import torch
+def _autoload() -> None:
+    """The ``torch.backends`` entry point, called at the end of ``import torch``.
 
-from . import _C  # loads the runtime: kernels, hooks, guard and allocators register here
-from ._device import (
+    Importing this module registers the backend; nothing is left to do here. It is defined
+    before ``import torch`` so that torch's autoload finds it when this module is what imports
+    torch first (``python -m device_agnostic.neuron.demo``).
+    """
+
+
+import sys  # noqa: E402
+
+import torch  # noqa: E402
+
+from . import _C  # noqa: E402, F401 - loads the runtime: kernels, hooks, guard and allocators
+from ._device import (  # noqa: E402
     NeuronDeviceProperties,
     _is_in_bad_fork,
     _lazy_init,
@@ -39,8 +49,8 @@ from ._device import (
     set_device,
     synchronize,
 )
-from ._device import current_device as current_device
-from .memory import (
+from ._device import current_device as current_device  # noqa: E402
+from .memory import (  # noqa: E402
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
@@ -51,7 +61,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
-from .random import (
+from .random import (  # noqa: E402
     default_generators,
     get_rng_state,
     get_rng_state_all,
@@ -63,7 +73,14 @@ from .random import (
     set_rng_state,
     set_rng_state_all,
 )
-from .streams import Event, Stream, current_stream, default_stream, set_stream, stream
+from .streams import (  # noqa: E402
+    Event,
+    Stream,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 __all__ = [
     "Event",
@@ -131,13 +148,6 @@ def _register() -> None:
         )
     # NeuronCores compute natively in bfloat16: make it autocast's default, as CUDA's is float16.
     torch.set_autocast_dtype(BACKEND_NAME, torch.bfloat16)
-
-
-def _autoload() -> None:
-    """The ``torch.backends`` entry point, called at the end of ``import torch``.
-
-    Registration happens when this module is imported; nothing is left to do here.
-    """
 
 
 _register()

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace neuron {
@@ -80,7 +81,21 @@ size_t segment_size(size_t size) {
   return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
 }
 
-void block_deleter(void* ctx);
+constexpr size_t kMaxDevices = 64;
+
+// Each device has its own deleter, so that a DataPtr's context can be its
+// pointer (as c10::Allocator::raw_allocate requires) and freeing still knows
+// the device without a global lookup.
+template <size_t Device>
+void delete_on_device(void* ptr);
+
+template <size_t... Devices>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(Devices)> make_deleters(
+    std::index_sequence<Devices...> /*unused*/) {
+  return {&delete_on_device<Devices>...};
+}
+
+constexpr auto kDeleters = make_deleters(std::make_index_sequence<kMaxDevices>{});
 
 // One device's memory: pools, live blocks and statistics, under one mutex.
 class DeviceMemory {
@@ -111,6 +126,7 @@ class DeviceMemory {
     }
     block->allocated = true;
     block->requested = requested;
+    live_[block->ptr] = block;
     update(stats_.allocation, small, +1);
     update(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
     update(stats_.active, small, +1);
@@ -119,9 +135,15 @@ class DeviceMemory {
     return block;
   }
 
-  void free(Block* block) {
+  // Frees the block at `ptr`; false if `ptr` is not a live block of this device.
+  bool free(void* ptr) {
     std::lock_guard<std::mutex> lock(mutex_);
-    TORCH_INTERNAL_ASSERT(block->allocated, "neuron: double free of a device block");
+    auto it = live_.find(ptr);
+    if (it == live_.end()) {
+      return false;
+    }
+    Block* block = it->second;
+    live_.erase(it);
     const bool small = block->small;
     block->allocated = false;
     update(stats_.allocation, small, -1);
@@ -137,6 +159,7 @@ class DeviceMemory {
       update(stats_.inactive_split_bytes, small, static_cast<int64_t>(block->size));
     }
     pool.insert(block);
+    return true;
   }
 
   void empty_cache() {
@@ -325,6 +348,7 @@ class DeviceMemory {
   BlockPool small_pool_;
   BlockPool large_pool_;
   DeviceStats stats_;
+  ska::flat_hash_map<void*, Block*> live_;
 };
 
 class NeuronDeviceAllocator final : public c10::DeviceAllocator {
@@ -341,12 +365,13 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   c10::DataPtr allocate_tagged(size_t nbytes, c10::DeviceIndex device, c10::Device tag) {
+    DeviceMemory& device_memory = memory(device);
     if (nbytes == 0) {
-      return {nullptr, nullptr, &block_deleter, tag};
+      return {nullptr, nullptr, kDeleters[device], tag};
     }
     lazy_init();
-    Block* block = memory(device).allocate(nbytes);
-    return {block->ptr, block, &block_deleter, tag};
+    Block* block = device_memory.allocate(nbytes);
+    return {block->ptr, block->ptr, kDeleters[device], tag};
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
@@ -355,7 +380,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override {
-    return nullptr; // blocks are found through the DataPtr's context
+    return &delete_on_any_device;
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -396,9 +421,26 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
     return memory(resolve_device_index(device)).memory_info();
   }
 
-  void free_block(Block* block) {
-    devices_[block->device]->free(block);
+  void free_on(size_t device, void* ptr) {
+    const bool freed = devices_[device]->free(ptr);
+    TORCH_INTERNAL_ASSERT(freed, "neuron: freeing memory that is not a live block of neuron:",
+                          device);
   }
+
+  // Frees `ptr` if it is a live block of any device; false otherwise.
+  bool free_if_owned(void* ptr) {
+    if (!is_initialized()) {
+      return false;
+    }
+    for (auto& device : devices_) {
+      if (device->free(ptr)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static void delete_on_any_device(void* ptr);
 
  private:
   std::once_flag init_once_;
@@ -407,16 +449,22 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
 
 NeuronDeviceAllocator g_allocator;
 
-void block_deleter(void* ctx) {
-  if (ctx == nullptr) {
-    return;
-  }
+template <size_t Device>
+void delete_on_device(void* ptr) {
   // A forked child must not touch the parent's allocator state (its mutexes
   // may have been held at fork time); the memory dies with the process.
-  if (is_in_bad_fork()) {
+  if (ptr == nullptr || is_in_bad_fork()) {
     return;
   }
-  g_allocator.free_block(static_cast<Block*>(ctx));
+  g_allocator.free_on(Device, ptr);
+}
+
+void NeuronDeviceAllocator::delete_on_any_device(void* ptr) {
+  if (ptr == nullptr || is_in_bad_fork()) {
+    return;
+  }
+  const bool freed = g_allocator.free_if_owned(ptr);
+  TORCH_INTERNAL_ASSERT(freed, "neuron: freeing memory that is not a live device block");
 }
 
 } // namespace
@@ -433,8 +481,13 @@ c10::DataPtr allocate_for_host_execution(c10::DeviceIndex device, size_t nbytes)
   return g_allocator.allocate_tagged(nbytes, device, c10::Device(c10::DeviceType::CPU));
 }
 
-bool is_device_allocation(const c10::DataPtr& data_ptr) {
-  return data_ptr.get_deleter() == &block_deleter;
+bool is_device_allocation(const c10::DataPtr& data_ptr, c10::DeviceIndex device) {
+  return device >= 0 && static_cast<size_t>(device) < kMaxDevices &&
+      data_ptr.get_deleter() == kDeleters[device];
+}
+
+bool free_if_device_memory(void* ptr) {
+  return ptr != nullptr && !is_in_bad_fork() && g_allocator.free_if_owned(ptr);
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);

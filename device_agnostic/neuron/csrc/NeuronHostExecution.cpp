@@ -42,7 +42,14 @@ class HostExecutionAllocator final : public c10::Allocator {
  public:
   void install() {
     cpu_ = c10::GetCPUAllocator();
+    cpu_raw_deleter_ = cpu_->raw_deleter();
     c10::SetCPUAllocator(this, /*priority=*/0);
+  }
+
+  static void raw_delete(void* ptr) {
+    if (!free_if_device_memory(ptr) && cpu_raw_deleter_ != nullptr) {
+      cpu_raw_deleter_(ptr);
+    }
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
@@ -52,8 +59,10 @@ class HostExecutionAllocator final : public c10::Allocator {
     return cpu_->allocate(nbytes);
   }
 
+  // c10::Allocator::raw_allocate/raw_deallocate free through raw_deleter(),
+  // which must work for both kinds of memory this allocator hands out.
   c10::DeleterFnPtr raw_deleter() const override {
-    return cpu_->raw_deleter();
+    return &raw_delete;
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -62,6 +71,7 @@ class HostExecutionAllocator final : public c10::Allocator {
 
  private:
   c10::Allocator* cpu_ = nullptr;
+  static inline c10::DeleterFnPtr cpu_raw_deleter_ = nullptr;
 };
 
 HostExecutionAllocator g_host_execution_allocator;
@@ -154,7 +164,7 @@ at::Tensor device_tensor(const at::Tensor& host, c10::Storage storage) {
 // Makes the DataPtr `data` (device memory tagged as CPU memory, or any host
 // memory) into neuron storage of `device`.
 c10::DataPtr adopt(c10::DataPtr data, size_t nbytes, c10::DeviceIndex device) {
-  if (is_device_allocation(data)) {
+  if (is_device_allocation(data, device)) {
     data.unsafe_set_device(c10::Device(kDeviceType, device));
     return data;
   }
@@ -177,7 +187,7 @@ class HostExecution {
   void run() {
     find_device();
     TORCH_CHECK_NOT_IMPLEMENTED(
-        op_.hasKernelForDispatchKey(c10::DispatchKey::CPU), "The operator '",
+        op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "The operator '",
         schema_.operator_name(),
         "' is not implemented for neuron: it has no CPU kernel to execute on "
         "device memory. Move the inputs to the CPU for this operation, or "
@@ -422,6 +432,31 @@ void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* s
   HostExecution(op, stack).run();
 }
 
+// ATen routes convolutions on PrivateUse1 to the *_overrideable operators,
+// whose default kernels throw. Neuron runs the device-generic operators,
+// which pick the CPU convolution kernels, on device memory instead.
+void convolution_overrideable(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
+  static const auto convolution =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  HostExecution(convolution, stack).run();
+}
+
+void convolution_backward_overrideable(const c10::OperatorHandle& op,
+                                       torch::jit::Stack* stack) {
+  static const auto convolution_backward =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution_backward", "");
+  // convolution_backward takes bias_sizes after weight; the overrideable
+  // form does not, because the bias gradient's size is the output channels.
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const auto& weight = (*stack)[first + 2].toTensor();
+  const bool transposed = (*stack)[first + 6].toBool();
+  const int64_t groups = (*stack)[first + 8].toInt();
+  const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+  stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + 3),
+                c10::IValue(std::vector<int64_t>{channels}));
+  HostExecution(convolution_backward, stack).run();
+}
+
 } // namespace
 
 HostExecutionScope::HostExecutionScope(c10::DeviceIndex device)
@@ -439,6 +474,13 @@ at::Tensor host_view(const at::Tensor& tensor) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_overrideable>());
+  m.impl("convolution_backward_overrideable",
+         torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }
 
 } // namespace neuron

@@ -60,8 +60,10 @@ c10::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes);
 // Allocates device memory of `device` but tags the DataPtr as CPU memory:
 // used while a CPU kernel runs on device memory (see host execution).
 c10::DataPtr allocate_for_host_execution(c10::DeviceIndex device, size_t nbytes);
-// True if the DataPtr came from the neuron device allocator.
-bool is_device_allocation(const c10::DataPtr& data_ptr);
+// True if the DataPtr is memory of `device` from the neuron device allocator.
+bool is_device_allocation(const c10::DataPtr& data_ptr, c10::DeviceIndex device);
+// Frees `ptr` if it is a live device block (of any device); false otherwise.
+bool free_if_device_memory(void* ptr);
 
 // ---- pinned host memory (NeuronHostAllocator.cpp) --------------------------
 

@@ -1,0 +1,267 @@
+"""Items 7 and 8: every ATen operator runs on neuron, zero-copy, with CPU semantics and dtypes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+SUPPORTED_DTYPES = [
+    torch.float32,
+    torch.bfloat16,
+    torch.float16,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.bool,
+    torch.complex64,
+]
+UNSUPPORTED_DTYPES = [torch.float64, torch.complex128]
+
+
+def assert_same_on_neuron(fn, *cpu_inputs: torch.Tensor, atol: float = 1e-5) -> None:
+    """Run ``fn`` on CPU inputs and on their neuron copies; the results must agree."""
+    expected = fn(*cpu_inputs)
+    actual = fn(*(t.to("neuron") for t in cpu_inputs))
+    expected_list = expected if isinstance(expected, tuple | list) else [expected]
+    actual_list = actual if isinstance(actual, tuple | list) else [actual]
+    for e, a in zip(expected_list, actual_list, strict=True):
+        assert a.device.type == "neuron", f"result on {a.device}, expected neuron"
+        assert a.dtype == e.dtype
+        assert a.shape == e.shape
+        torch.testing.assert_close(a.cpu(), e, atol=atol, rtol=1e-5)
+
+
+OPS = {
+    "add": lambda a, b: a + b,
+    "mul_scalar": lambda a, b: a * 3,
+    "matmul": lambda a, b: a @ b.T,
+    "sum_dim": lambda a, b: a.sum(dim=1),
+    "softmax": lambda a, b: torch.softmax(a, dim=-1),
+    "where": lambda a, b: torch.where(a > 0, a, b),
+    "cat": lambda a, b: torch.cat([a, b], dim=0),
+    "stack": lambda a, b: torch.stack([a, b]),
+    "sort": lambda a, b: torch.sort(a, dim=1),
+    "topk": lambda a, b: torch.topk(a, 2, dim=1),
+    "cumsum": lambda a, b: torch.cumsum(a, 0),
+    "nonzero": lambda a, b: torch.nonzero(a > 0),
+    "masked_select": lambda a, b: torch.masked_select(a, b > 0),
+    "index_select": lambda a, b: a.index_select(0, torch.tensor([2, 0]).to(a.device)),
+    "gather": lambda a, b: a.gather(1, (b.abs() * 2).long().clamp(max=4)),
+    "layer_norm": lambda a, b: F.layer_norm(a, (5,)),
+    "conv2d": lambda a, b: F.conv2d(a.view(1, 1, 4, 5), b.view(1, 1, 4, 5)[..., :3, :3]),
+    "conv_transpose1d": lambda a, b: F.conv_transpose1d(a.view(1, 4, 5), b[:, :2].reshape(4, 1, 2)),
+    "max_pool": lambda a, b: F.max_pool1d(a.unsqueeze(0), 2),
+    "unique": lambda a, b: torch.unique((a * 2).round()),
+    "std_mean": lambda a, b: torch.std_mean(a, dim=0),
+    "linalg_norm": lambda a, b: torch.linalg.vector_norm(a),
+    "einsum": lambda a, b: torch.einsum("ij,kj->ik", a, b),
+    "transpose_contiguous": lambda a, b: a.t().contiguous(),
+    "chunk": lambda a, b: a.chunk(2, dim=1),
+    "unfold": lambda a, b: a.unfold(1, 2, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_operator_matches_cpu(name):
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(4, 5, generator=generator)
+    b = torch.randn(4, 5, generator=generator)
+    assert_same_on_neuron(OPS[name], a, b)
+
+
+def test_non_contiguous_inputs_match_cpu():
+    base = torch.randn(6, 8)
+    assert_same_on_neuron(lambda t: (t[::2, 1::3] * 2).exp(), base)
+    assert_same_on_neuron(lambda t: t.t() @ t, base)
+
+
+def test_views_share_storage_on_the_device():
+    x = torch.zeros(4, 6, device="neuron")
+    view = x[1:3, ::2]
+    assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    view.fill_(7.0)
+    expected = torch.zeros(4, 6)
+    expected[1:3, ::2] = 7.0
+    assert torch.equal(x.cpu(), expected)
+    # views made by host execution (unfold, unbind, split) alias too
+    for parts in (x.unbind(0), x.split(2, dim=1), (x.unfold(1, 2, 2),)):
+        for part in parts:
+            assert part.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+
+
+def test_as_strided_and_view_alias():
+    x = torch.arange(12.0, device="neuron")
+    strided = x.as_strided((3, 2), (4, 1), 1)
+    assert torch.equal(strided.cpu(), torch.arange(12.0).as_strided((3, 2), (4, 1), 1))
+    x.view(3, 4)[0, 0] = -1.0
+    assert x[0].item() == -1.0
+
+
+def test_in_place_ops_keep_the_data_pointer():
+    x = torch.ones(1000, device="neuron")
+    pointer = x.data_ptr()
+    x.mul_(2).add_(1).sqrt_()
+    torch.relu_(x)
+    assert x.data_ptr() == pointer
+    assert torch.allclose(x.cpu(), torch.full((1000,), 3.0).sqrt())
+
+
+def test_results_are_born_in_device_memory_without_copies():
+    x = torch.randn(256, 256, device="neuron")
+    before = torch.accelerator.memory_allocated()
+    y = x * 2  # 256 KiB of output
+    # The output (and nothing more) was allocated from neuron memory.
+    assert torch.accelerator.memory_allocated() - before == y.untyped_storage().nbytes()
+    del y
+    assert torch.accelerator.memory_allocated() == before
+
+
+def test_out_argument_is_resized_on_the_device():
+    a = torch.randn(3, 4, device="neuron")
+    out = torch.empty(0, device="neuron")
+    result = torch.add(a, 1, out=out)
+    assert result is out
+    assert out.shape == (3, 4) and out.device == a.device
+    assert torch.allclose(out.cpu(), a.cpu() + 1)
+    torch.sum(a, dim=0, out=out)
+    assert out.shape == (4,)
+
+
+def test_resize_grows_storage_on_the_tensors_device(restore_device):
+    torch.accelerator.set_device_index(0)
+    x = torch.ones(2, device="neuron:1")
+    x.resize_(1000)
+    assert x.device == torch.device("neuron:1")
+    assert x.untyped_storage().nbytes() >= 4000
+    assert x[:2].cpu().tolist() == [1.0, 1.0]
+
+
+def test_set_variants_share_storage():
+    source = torch.arange(6.0, device="neuron")
+    target = torch.empty(0, device="neuron")
+    target.set_(source)
+    assert target.data_ptr() == source.data_ptr()
+    target.set_(source.untyped_storage(), 2, (2,), (1,))
+    assert target.cpu().tolist() == [2.0, 3.0]
+    target.set_()
+    assert target.numel() == 0 and target.device.type == "neuron"
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: torch.zeros(3, device="neuron"),
+        lambda: torch.ones(2, 2, device="neuron"),
+        lambda: torch.full((2,), 5.0, device="neuron"),
+        lambda: torch.arange(5, device="neuron"),
+        lambda: torch.linspace(0, 1, 5, device="neuron"),
+        lambda: torch.eye(3, device="neuron"),
+        lambda: torch.randn(4, device="neuron"),
+        lambda: torch.tensor([1.0, 2.0], device="neuron"),
+        lambda: torch.empty_strided((2, 3), (1, 2), device="neuron"),
+    ],
+)
+def test_factory_functions_create_on_neuron(factory):
+    assert factory().device == torch.device("neuron:0")
+
+
+def test_mixing_devices_raises_the_cpu_cuda_error():
+    neuron = torch.ones(3, device="neuron")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        neuron + torch.ones(3)
+    with pytest.raises(RuntimeError, match="neuron:0 and neuron:1"):
+        neuron + torch.ones(3, device="neuron:1")
+    # 0-dim CPU tensors act as scalars, as on CUDA
+    assert (neuron * torch.tensor(2.0)).cpu().tolist() == [2.0, 2.0, 2.0]
+    # CPU indices are accepted for indexing, as on CUDA
+    assert neuron[torch.tensor([0, 2])].device.type == "neuron"
+
+
+def test_local_scalar_and_copies_both_ways():
+    x = torch.tensor([[1.5, 2.5]], device="neuron")
+    assert x[0, 1].item() == 2.5
+    assert x.to(torch.int32).cpu().tolist() == [[1, 2]]  # dtype conversion on the device
+    assert torch.equal(x.to("neuron:1").to("neuron:0").cpu(), x.cpu())
+    cpu = torch.empty(1, 2)
+    cpu.copy_(x)
+    assert cpu.tolist() == [[1.5, 2.5]]
+
+
+def test_memory_formats():
+    x = torch.randn(2, 3, 4, 5)
+    channels_last = x.to("neuron", memory_format=torch.channels_last)
+    assert channels_last.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(channels_last.cpu(), x)
+
+
+@pytest.mark.parametrize("dtype", SUPPORTED_DTYPES, ids=str)
+def test_supported_dtypes_round_trip(dtype):
+    values = torch.tensor([0, 1, 2, 3]).to(dtype)
+    on_neuron = values.to("neuron")
+    assert on_neuron.dtype == dtype
+    assert torch.equal(on_neuron.cpu().to(torch.float32), values.to(torch.float32))
+    assert torch.zeros(2, dtype=dtype, device="neuron").dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", UNSUPPORTED_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda dtype: torch.zeros(2, dtype=dtype, device="neuron"),
+        lambda dtype: torch.zeros(2, dtype=dtype).to("neuron"),
+        lambda dtype: torch.ones(2, device="neuron").to(dtype),
+        lambda dtype: torch.arange(3, device="neuron", dtype=dtype),
+    ],
+    ids=["factory", "move", "convert", "host-executed-factory"],
+)
+def test_unsupported_dtypes_raise_type_error(dtype, make):
+    with pytest.raises(TypeError, match=r"neuron.*Please use (float32|complex64) instead"):
+        make(dtype)
+    assert torch.ones(1, device="neuron").item() == 1.0  # still usable
+
+
+def test_operator_without_host_kernel_fails_loudly():
+    # _masked_scale has a CUDA kernel only.
+    x = torch.ones(3, device="neuron")
+    message = "'aten::_masked_scale' is not implemented for neuron"
+    with pytest.raises(NotImplementedError, match=message):
+        torch.ops.aten._masked_scale(x, x, 2.0)
+
+
+def test_training_step_matches_cpu():
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    neuron_model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)
+    ).to("neuron")
+    neuron_model.load_state_dict(cpu_model.state_dict())
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    for model, device in ((cpu_model, "cpu"), (neuron_model, "neuron")):
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        for _ in range(5):
+            optimizer.zero_grad()
+            F.mse_loss(model(x.to(device)), y.to(device)).backward()
+            optimizer.step()
+    for cpu_param, neuron_param in zip(cpu_model.parameters(), neuron_model.parameters(), strict=True):
+        torch.testing.assert_close(neuron_param.detach().cpu(), cpu_param.detach())
+
+
+def test_convolution_backward_matches_cpu():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 8, 8, generator=generator)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+    conv_neuron = torch.nn.Conv2d(3, 4, 3, padding=1).to("neuron")
+    conv_neuron.load_state_dict(conv.state_dict())
+    x_cpu = x.clone().requires_grad_()
+    x_neuron = x.to("neuron").requires_grad_()
+    conv(x_cpu).square().sum().backward()
+    conv_neuron(x_neuron).square().sum().backward()
+    close = {"rtol": 1e-4, "atol": 1e-4}
+    torch.testing.assert_close(x_neuron.grad.cpu(), x_cpu.grad, **close)
+    torch.testing.assert_close(conv_neuron.weight.grad.cpu(), conv.weight.grad, **close)
+    torch.testing.assert_close(conv_neuron.bias.grad.cpu(), conv.bias.grad, **close)
