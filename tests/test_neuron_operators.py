@@ -247,7 +247,8 @@ def test_training_step_matches_cpu():
             optimizer.zero_grad()
             F.mse_loss(model(x.to(device)), y.to(device)).backward()
             optimizer.step()
-    for cpu_param, neuron_param in zip(cpu_model.parameters(), neuron_model.parameters(), strict=True):
+    pairs = zip(cpu_model.parameters(), neuron_model.parameters(), strict=True)
+    for cpu_param, neuron_param in pairs:
         torch.testing.assert_close(neuron_param.detach().cpu(), cpu_param.detach())
 
 
