@@ -49,6 +49,11 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
+try:
+    import resource
+except ImportError:  # not on Windows: page faults are then not counted
+    resource = None  # type: ignore[assignment]
+
 OPS: tuple[str, ...] = ("add", "mul", "matmul", "sum", "softmax", "conv2d", "mlp_step")
 DEFAULT_SIZES: tuple[int, ...] = (10**3, 10**4, 10**5, 10**6, 10**7)
 QUICK_SIZES: tuple[int, ...] = (10**3, 10**6)
@@ -112,6 +117,8 @@ class Result:
     ratio_q3: float | None = None
     cpu_us: float | None = None  # median per-call time on the CPU, microseconds
     device_us: float | None = None  # median per-call time on the device, microseconds
+    cpu_faults: float | None = None  # minor page faults per call on the CPU (Unix only)
+    device_faults: float | None = None  # minor page faults per call on the device
     calls_per_block: int = 0
     rounds: int = 0
     max_abs_diff: float | None = None  # first call's result, device vs cpu
@@ -259,6 +266,13 @@ def synchronizer(device: torch.device) -> Callable[[], None]:
     return lambda: module.synchronize(device)
 
 
+def minor_faults() -> int:
+    """The process's minor page faults so far (0 where getrusage is unavailable)."""
+    if resource is None:
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def time_block(fn: Thunk, calls: int, sync: Callable[[], None]) -> float:
     """Seconds per call of `fn`, over one block of `calls` back-to-back calls."""
     start = time.perf_counter()
@@ -332,13 +346,18 @@ def measure(case: Case, device: torch.device, settings: Settings) -> Result:
     cpu_times: list[float] = []
     dev_times: list[float] = []
     ratios: list[float] = []
+    faults = {"cpu": 0, "dev": 0}
     start = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for round_index in range(settings.max_rounds):
             order = ("cpu", "dev") if round_index % 2 == 0 else ("dev", "cpu")
-            times = {key: time_block(fns[key], calls, syncs[key]) for key in order}
+            times = {}
+            for key in order:
+                faults_before = minor_faults()
+                times[key] = time_block(fns[key], calls, syncs[key])
+                faults[key] += minor_faults() - faults_before
             cpu_times.append(times["cpu"])
             dev_times.append(times["dev"])
             ratios.append(times["dev"] / times["cpu"])
@@ -353,6 +372,9 @@ def measure(case: Case, device: torch.device, settings: Settings) -> Result:
         if gc_was_enabled:
             gc.enable()
     result.rounds = len(ratios)
+    if resource is not None:
+        result.cpu_faults = faults["cpu"] / (calls * len(ratios))
+        result.device_faults = faults["dev"] / (calls * len(ratios))
     result.ratio_q1, result.ratio, result.ratio_q3 = _quartiles(ratios)
     result.cpu_us = statistics.median(cpu_times) * 1e6
     result.device_us = statistics.median(dev_times) * 1e6
@@ -486,6 +508,23 @@ def markdown_tables(results: Sequence[Result], ops: Sequence[str], sizes: Sequen
             else:
                 cells.append(f"{format_us(r.cpu_us)} / {format_us(r.device_us)}")
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    faulting = [
+        r
+        for r in results
+        if r.cpu_faults is not None
+        and r.device_faults is not None
+        and max(r.cpu_faults, r.device_faults) >= 1
+    ]
+    if faulting:
+        title = (
+            "minor page faults per call, where either device has >= 1 (memory freshly mapped "
+            "for each large allocation, which the OS zeroes page by page)"
+        )
+        lines += ["", title, "", "| op | size | cpu | neuron |", "| --- | --- | ---: | ---: |"]
+        for r in faulting:
+            lines.append(
+                f"| {r.op} | {size_label(r.size)} | {r.cpu_faults:.0f} | {r.device_faults:.0f} |"
+            )
     lines += ["", "shapes (input elements)", "", "| op | size | shape | input elements |"]
     lines.append("| --- | --- | --- | ---: |")
     for op in ops:
@@ -600,6 +639,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{format_us(result.device_us):>7} us  ({result.rounds} rounds x "
                     f"{result.calls_per_block} calls)"
                 )
+                if result.cpu_faults is not None and result.device_faults is not None:
+                    line += f"  faults/call {result.cpu_faults:.0f} / {result.device_faults:.0f}"
                 if result.max_abs_diff is not None and result.max_abs_diff > 1e-3:
                     line += f"  WARNING: results differ by {result.max_abs_diff:.3g}"
             print(f"  {op:>8} @ {size_label(size):>4}: {line}", file=sys.stderr, flush=True)

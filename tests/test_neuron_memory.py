@@ -210,7 +210,8 @@ for n in (1000, MiB, MiB + 1, 9 * MiB, 10 * MiB, 11 * MiB + 1):
     report["segments"][str(n)] = acc.memory_reserved(0) - r0
     del t
 acc.empty_cache()
-report["empty_after_all_freed"] = [acc.memory_reserved(0), acc.memory_stats(0)["segment.all.current"]]
+segments = acc.memory_stats(0)["segment.all.current"]
+report["empty_after_all_freed"] = [acc.memory_reserved(0), segments]
 
 # Freeing and re-allocating the same size reuses the block.
 for name, n in (("small", 3000), ("large", 12 * MiB)):
@@ -303,7 +304,11 @@ def test_freed_memory_stays_reserved_until_empty_cache_lowers_it_to_what_is_in_u
 
 @pytest.mark.parametrize("get_info", ["accelerator", "neuron"])
 def test_memory_info_is_capacity_minus_reserved_and_capacity(get_info):
-    info = torch.accelerator.get_memory_info if get_info == "accelerator" else torch.neuron.mem_get_info
+    info = (
+        torch.accelerator.get_memory_info
+        if get_info == "accelerator"
+        else torch.neuron.mem_get_info
+    )
     tensor = alloc(12 * MiB)
     capacity = torch.neuron.get_device_properties(0).total_memory
     if "NEURON_DEVICE_MEMORY" not in os.environ:

@@ -12,7 +12,6 @@ import time
 import pytest
 import torch
 
-NEURON = torch.device("neuron")
 STREAMS_PER_POOL = 32
 
 
@@ -44,7 +43,6 @@ def test_new_streams_belong_to_the_device_they_were_created_for(device):
         torch.neuron.Stream(device),
         torch.neuron.Stream(f"neuron:{device}", priority=-1),
     ):
-        assert stream.device_type == NEURON.type
         assert stream.device_index == device
         assert stream.device == torch.device("neuron", device)
         assert stream.stream_id != 0  # never the default stream
@@ -201,10 +199,11 @@ def test_with_stream_restores_after_an_exception_and_when_nested():
 def test_work_issued_on_a_side_stream_gives_the_same_result_as_on_the_default_stream():
     torch.manual_seed(0)
     source = torch.randn(64, 64)
+    weight = torch.randn(64, 64)
 
     def chain(x: torch.Tensor) -> torch.Tensor:
         x.mul_(3).add_(1.5).sin_()
-        x.addmm_(x, x.t(), beta=0.5, alpha=0.25)
+        x.addmm_(weight.to(x.device), x.t().contiguous(), beta=0.5, alpha=0.25)
         x.clamp_(-2, 2).pow_(2).sub_(x.mean())
         x.index_add_(0, torch.tensor([3, 1, 3], device=x.device), x[:3] * 2)
         return x
@@ -284,8 +283,12 @@ def test_event_record_query_and_synchronize():
     assert recorded.device == torch.device("neuron", 1)
 
 
+def timed_event() -> torch.Event:
+    return torch.Event("neuron", enable_timing=True)
+
+
 def test_elapsed_time_is_non_negative_and_grows_with_the_work_between_events():
-    start, idle_end, busy_end = (torch.neuron.Event(enable_timing=True) for _ in range(3))
+    start, idle_end, busy_end = timed_event(), timed_event(), timed_event()
     start.record()
     idle_end.record()
     before = time.perf_counter()
@@ -302,27 +305,57 @@ def test_elapsed_time_is_non_negative_and_grows_with_the_work_between_events():
     assert idle_end.elapsed_time(busy_end) >= 50
 
 
+# torch.Event.elapsed_time and torch.Stream.record_event accept only an exact torch.Event
+# (THPEvent_elapsed_time checks Py_TYPE(other) == THPEventClass): a torch.neuron.Event must be one
+# for torch.neuron.Event(enable_timing=True) pairs to time work, as torch.cuda.Event pairs do.
+EVENT_KINDS = {
+    "torch.Event": lambda: torch.Event("neuron", enable_timing=True),
+    "neuron.Event": lambda: torch.neuron.Event(enable_timing=True),
+}
+
+
+@pytest.mark.parametrize("start_kind", sorted(EVENT_KINDS))
+def test_a_torch_neuron_event_can_end_an_elapsed_time_measurement(start_kind):
+    start, end = EVENT_KINDS[start_kind](), torch.neuron.Event(enable_timing=True)
+    start.record()
+    torch.ones(64, device="neuron").add_(1)
+    end.record()
+    assert start.elapsed_time(end) >= 0
+
+
+def test_stream_record_event_accepts_a_torch_neuron_event():
+    stream = torch.neuron.Stream(1)
+    event = torch.neuron.Event(enable_timing=True)
+    assert stream.record_event(event) is event
+    assert event.device == torch.device("neuron", 1)
+    assert event.query()
+
+
 def test_elapsed_time_without_enable_timing_raises_a_clear_error():
-    start, end = torch.neuron.Event(), torch.neuron.Event()
+    start, end = torch.Event("neuron"), torch.Event("neuron")
     start.record()
     end.record()
     with pytest.raises((RuntimeError, ValueError), match="enable_timing=True"):
         start.elapsed_time(end)
-    timed = torch.neuron.Event(enable_timing=True)
+    timed = timed_event()
     timed.record()
     with pytest.raises((RuntimeError, ValueError), match="enable_timing=True"):
         start.elapsed_time(timed)
+    with pytest.raises((RuntimeError, ValueError), match="enable_timing=True"):
+        timed.elapsed_time(end)
 
 
 def test_elapsed_time_before_recording_raises():
-    start, end = (torch.neuron.Event(enable_timing=True) for _ in range(2))
+    start, end = timed_event(), timed_event()
+    with pytest.raises((RuntimeError, ValueError), match="recorded"):
+        start.elapsed_time(end)
+    start.record()
     with pytest.raises((RuntimeError, ValueError), match="recorded"):
         start.elapsed_time(end)
 
 
 def test_elapsed_time_between_events_of_different_devices_raises():
-    start = torch.neuron.Event(enable_timing=True)
-    end = torch.neuron.Event(enable_timing=True)
+    start, end = timed_event(), timed_event()
     start.record(torch.neuron.Stream(0))
     end.record(torch.neuron.Stream(1))
     with pytest.raises((RuntimeError, ValueError), match="same device"):
@@ -356,7 +389,8 @@ def test_an_event_recorded_on_one_device_cannot_be_recorded_on_another():
     ids=["torch.Stream", "neuron.Stream", "high-priority", "default_stream", "current_stream"],
 )
 def test_a_stream_of_a_device_index_out_of_range_raises_a_clear_error(make):
-    with pytest.raises(IndexError, match=r"Invalid neuron device index \d.*NEURON_RT_VISIBLE_CORES"):
+    message = r"Invalid neuron device index \d.*NEURON_RT_VISIBLE_CORES"
+    with pytest.raises(IndexError, match=message):
         make()
 
 

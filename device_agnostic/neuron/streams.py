@@ -33,16 +33,29 @@ class Stream(torch.Stream):
         return _C._stream_priority(self.device_index, self.stream_id)
 
 
-class Event(torch.Event):
-    """A neuron event: ``torch.Event`` on the neuron device.
+class _NeuronEventType(type(torch.Event)):
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, torch.Event) and instance.device.type == "neuron"
 
-    ``elapsed_time`` needs both events created with ``enable_timing=True``.
+
+class Event(torch.Event, metaclass=_NeuronEventType):
+    """A neuron event: a ``torch.Event`` on the neuron device.
+
+    Calling it returns a plain ``torch.Event`` because torch's Event.elapsed_time and
+    Stream.record_event accept exactly ``torch.Event`` and no subclass; ``isinstance(e,
+    torch.neuron.Event)`` holds for every neuron event. ``elapsed_time`` needs both events
+    created with ``enable_timing=True``.
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False,
-                interprocess: bool = False) -> Event:
-        return super().__new__(cls, device="neuron", enable_timing=enable_timing,
-                               blocking=blocking, interprocess=interprocess)
+    def __new__(  # type: ignore[misc]
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> torch.Event:
+        return torch.Event(
+            device="neuron",
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
+        )
 
 
 def current_stream(device: _DeviceLike = None) -> torch.Stream:

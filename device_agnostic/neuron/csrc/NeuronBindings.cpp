@@ -2,6 +2,7 @@
 // torch's generic APIs do not already expose. Everything else reaches neuron
 // through torch (torch.accelerator, torch.Stream, torch.Event, ...).
 #include "NeuronGenerator.h"
+#include "NeuronHostExecution.h"
 #include "NeuronStream.h"
 
 #include <pybind11/pybind11.h>
@@ -44,6 +45,7 @@ int64_t allocate_from_native_threads(int device, int64_t nbytes, int threads, in
 PYBIND11_MODULE(_C, m) {
   using namespace neuron;
   m.doc() = "The neuron runtime (an AWS NeuronCore emulated on host memory).";
+  register_host_execution_for_structured_ops();
   m.def("_device_count", [] { return static_cast<int>(device_count()); },
         "Number of visible NeuronCores (NEURON_RT_VISIBLE_CORES); raises on a malformed value.");
   m.def("_current_device", [] { return static_cast<int>(current_device()); });

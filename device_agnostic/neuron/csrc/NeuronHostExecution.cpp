@@ -459,6 +459,32 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
 
 } // namespace
 
+void register_host_execution_for_structured_ops() {
+  // Structured operators have one CPU kernel for the functional form, and for
+  // other backends a generic (CompositeExplicitAutogradNonFunctional) wrapper
+  // that allocates the output and calls the out= form. On neuron that wrapper
+  // would allocate, then host-execute the out= kernel with a shape-0-dim output
+  // it must resize (and warn about). Running the CPU functional kernel itself
+  // is both faithful to CPU semantics and one dispatch cheaper.
+  static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    auto op = dispatcher.findOp(name);
+    if (!op.has_value() || name.name.rfind("aten::", 0) != 0 ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      continue;
+    }
+    const std::string qualified =
+        name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+    const std::string unqualified = qualified.substr(6);
+    library.impl(unqualified.c_str(),
+                 torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+  }
+}
+
 HostExecutionScope::HostExecutionScope(c10::DeviceIndex device)
     : previous_(tls_host_execution_device) {
   tls_host_execution_device = device;

@@ -12,4 +12,8 @@ namespace neuron {
 // sizes, strides, offset, dtype, conj and neg bits. No copy.
 at::Tensor host_view(const at::Tensor& tensor);
 
+// Routes structured operators straight to their CPU kernels (see the .cpp).
+// Called once, when the Python module loads, after all kernels registered.
+void register_host_execution_for_structured_ops();
+
 } // namespace neuron
