@@ -262,12 +262,15 @@ bool is_supported_dtype(c10::ScalarType dtype) {
 }
 
 void check_supported_dtype(c10::ScalarType dtype) {
-  TORCH_CHECK_TYPE(
-      is_supported_dtype(dtype), "Cannot create or move a ", dtype,
-      " tensor to neuron: the NeuronCore does not support ", dtype,
-      ". Please use ",
-      dtype == c10::ScalarType::ComplexDouble ? "complex64" : "float32",
-      " instead.");
+  if (is_supported_dtype(dtype)) {
+    return;
+  }
+  // Python's names, since that is what users write.
+  const bool complex = dtype == c10::ScalarType::ComplexDouble;
+  const char* name = complex ? "torch.complex128" : "torch.float64";
+  TORCH_CHECK_TYPE(false, "Cannot create or move a ", name,
+                   " tensor to neuron: the NeuronCore does not support ", name, ". Please use ",
+                   complex ? "torch.complex64" : "torch.float32", " instead.");
 }
 
 } // namespace neuron

@@ -1,0 +1,162 @@
+"""Backend manifests: what a backend declares it can do, and the failures it knows about.
+
+A manifest is ``backends/<name>.toml``::
+
+    [capabilities]
+    dtypes = ["float32", "bfloat16", ...]     # dtypes the device computes in
+    multiple_devices = true                  # more than one device can be tested
+    streams = true                           # torch.Stream / torch.Event work
+    event_timing = true                      # Event(enable_timing=True).elapsed_time works
+    memory_stats = true                      # torch.accelerator.memory_* report real numbers
+    memory_capacity = true                   # allocating past the capacity raises OutOfMemoryError
+    pinned_memory = true                     # pin_memory() / is_pinned() for this accelerator
+    autocast_dtypes = ["bfloat16"]           # dtypes torch.autocast(device) accepts
+    per_device_rng = true                    # each device has its own default generator
+    serialization = true                     # torch.save / torch.load keep the device
+
+    [[known_failures]]
+    test = "test_views.py::test_as_strided_shares_storage"   # a node id suffix
+    reason = "why it fails"
+    link = "https://github.com/pytorch/pytorch/issues/..."   # where it is tracked
+
+A capability that is absent is an expectation, not a skip: the tests then expect a clear error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+CAPABILITY_FLAGS = (
+    "multiple_devices",
+    "streams",
+    "event_timing",
+    "memory_stats",
+    "memory_capacity",
+    "pinned_memory",
+    "per_device_rng",
+    "serialization",
+)
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read or says something that cannot be true."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KnownFailure:
+    """A test expected to fail on this backend, with why and where it is tracked."""
+
+    test: str
+    reason: str
+    link: str
+
+    def matches(self, nodeid: str) -> bool:
+        """True if ``nodeid`` is this entry's test (the entry is a node id suffix)."""
+        return (
+            nodeid == self.test
+            or nodeid.endswith("/" + self.test)
+            or (nodeid.endswith(self.test) and nodeid[: -len(self.test)].endswith(("/", "::")))
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a backend declares; see the module docstring for each field."""
+
+    dtypes: frozenset[torch.dtype]
+    autocast_dtypes: frozenset[torch.dtype]
+    multiple_devices: bool = False
+    streams: bool = False
+    event_timing: bool = False
+    memory_stats: bool = False
+    memory_capacity: bool = False
+    pinned_memory: bool = False
+    per_device_rng: bool = False
+    serialization: bool = True
+
+    def supports(self, dtype: torch.dtype) -> bool:
+        return dtype in self.dtypes
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """A backend's capabilities and known failures, as read from its TOML file."""
+
+    backend: str
+    source: str
+    capabilities: Capabilities
+    known_failures: tuple[KnownFailure, ...]
+
+    def known_failure(self, nodeid: str) -> KnownFailure | None:
+        return next((entry for entry in self.known_failures if entry.matches(nodeid)), None)
+
+
+def _dtype(name: str, source: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ManifestError(f"{source}: {name!r} is not a torch dtype (e.g. 'float32').")
+    return dtype
+
+
+def parse(text: str, backend: str, source: str) -> Manifest:
+    """Parse a manifest; raises ManifestError naming the file and the problem."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ManifestError(f"{source}: not valid TOML: {error}") from error
+    unknown_tables = set(data) - {"capabilities", "known_failures"}
+    if unknown_tables:
+        raise ManifestError(f"{source}: unknown section(s) {sorted(unknown_tables)}.")
+    raw = dict(data.get("capabilities", {}))
+    unknown = set(raw) - set(CAPABILITY_FLAGS) - {"dtypes", "autocast_dtypes"}
+    if unknown:
+        raise ManifestError(
+            f"{source}: unknown capability {sorted(unknown)}; known: "
+            f"dtypes, autocast_dtypes, {', '.join(CAPABILITY_FLAGS)}."
+        )
+    for flag in CAPABILITY_FLAGS:
+        if flag in raw and not isinstance(raw[flag], bool):
+            raise ManifestError(f"{source}: capability {flag!r} must be true or false.")
+    if "dtypes" not in raw:
+        raise ManifestError(f"{source}: [capabilities] must list dtypes.")
+    capabilities = Capabilities(
+        dtypes=frozenset(_dtype(name, source) for name in raw.pop("dtypes")),
+        autocast_dtypes=frozenset(_dtype(name, source) for name in raw.pop("autocast_dtypes", [])),
+        **raw,
+    )
+    known = []
+    for index, entry in enumerate(data.get("known_failures", [])):
+        missing = {"test", "reason", "link"} - set(entry)
+        if missing:
+            raise ManifestError(
+                f"{source}: known_failures[{index}] lacks {sorted(missing)}: every known failure "
+                "needs the test, a reason and a link to where it is tracked."
+            )
+        known.append(KnownFailure(test=entry["test"], reason=entry["reason"], link=entry["link"]))
+    return Manifest(backend, source, capabilities, tuple(known))
+
+
+def load(backend: str, directory: Path | None = None) -> Manifest:
+    """Load ``backends/<backend>.toml`` (or ``directory/<backend>.toml``).
+
+    Raises ManifestError if there is none: a backend without a manifest has declared nothing,
+    and the suite will not guess.
+    """
+    if directory is not None:
+        path = directory / f"{backend}.toml"
+        if not path.is_file():
+            raise ManifestError(f"No manifest for backend {backend!r}: {path} does not exist.")
+        return parse(path.read_text(), backend, str(path))
+    file = resources.files("conformance") / "backends" / f"{backend}.toml"
+    if not file.is_file():
+        raise ManifestError(
+            f"No manifest for backend {backend!r} in conformance/backends/. Write "
+            f"conformance/backends/{backend}.toml (copy cpu.toml and declare what the backend "
+            "supports), or pass --manifest-dir DIR."
+        )
+    return parse(file.read_text(), backend, f"conformance/backends/{backend}.toml")

@@ -1,0 +1,291 @@
+"""The pytest plugin: options, backend selection, manifests, hypothesis profiles and reports.
+
+Registered through the ``pytest11`` entry point, so it is active in every pytest run, but it only
+acts on the tests of the conformance package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+from pathlib import Path
+
+import hypothesis
+import pytest
+import torch
+from hypothesis import HealthCheck
+
+from . import manifest as manifests
+from .backend import Backend, default_backend_name, torch_version
+from .report import Result, write_json, write_markdown
+
+PROFILES = {
+    # name: (max_examples, per-test timeout in seconds)
+    "quick": (8, 120),
+    "default": (40, 300),
+    "thorough": (300, 1200),
+}
+
+
+def _profile_name(profile: str) -> str:
+    return f"conformance-{profile}"
+
+
+for _name, (_examples, _timeout) in PROFILES.items():
+    hypothesis.settings.register_profile(
+        _profile_name(_name),
+        max_examples=_examples,
+        deadline=None,  # device warm-up makes first calls slow; timeouts guard hangs instead
+        derandomize=False,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "device conformance suite")
+    group.addoption(
+        "--backend",
+        default=None,
+        help="backend to check: cpu, cuda, mps, xpu, neuron or any registered accelerator "
+        "(default: the current accelerator, else cpu)",
+    )
+    group.addoption("--reference", default="cpu", help="reference backend (default: cpu)")
+    group.addoption(
+        "--conformance-profile",
+        choices=sorted(PROFILES),
+        default="default",
+        help="hypothesis example counts and timeouts (quick is for CI)",
+    )
+    group.addoption("--manifest-dir", default=None, help="read manifests from this directory")
+    group.addoption("--conformance-json", default=None, help="write the results as JSON here")
+    group.addoption(
+        "--conformance-markdown", default=None, help="write the results as a Markdown matrix here"
+    )
+    group.addoption(
+        "--conformance-label", default=None, help="column name in reports (default: the backend)"
+    )
+
+
+def _is_conformance_item(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    return module is not None and module.__name__.startswith("conformance.test_")
+
+
+def area_of(nodeid: str) -> str:
+    """The semantic area of a test: its module's name without ``test_``."""
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    return module.removesuffix(".py").removeprefix("test_")
+
+
+def _is_conformance_nodeid(nodeid: str) -> bool:
+    return "conformance/test_" in nodeid
+
+
+class ConformanceSession:
+    """One run: the backends, the manifest, the results; registered as a pytest plugin."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        directory = config.getoption("manifest_dir")
+        manifest_dir = Path(directory) if directory else None
+        name = config.getoption("backend") or default_backend_name()
+        reference = config.getoption("reference")
+        self.backend = Backend(name, manifests.load(name, manifest_dir))
+        self.reference = Backend(reference, manifests.load(reference, manifest_dir))
+        self.profile = config.getoption("conformance_profile")
+        self.label = config.getoption("conformance_label") or name
+        self.results: dict[str, Result] = {}
+        self.stale_known_failures: list[manifests.KnownFailure] = []
+        self.is_worker = hasattr(config, "workerinput")
+
+    def header(self) -> list[str]:
+        seed = self.config.getoption("hypothesis_seed", None)
+        return [
+            f"conformance: backend={self.backend.name} devices={self._device_count()} "
+            f"reference={self.reference.name} torch={torch.__version__} "
+            f"profile={self.profile} seed={seed if seed is not None else 'random'}",
+            f"conformance: manifest={self.backend.manifest.source} "
+            f"known failures={len(self.backend.manifest.known_failures)}",
+        ]
+
+    def _device_count(self) -> str:
+        try:
+            return str(self.backend.device_count)
+        except Exception as error:  # noqa: BLE001 - the header must not crash the run
+            return f"unavailable ({error})"
+
+    # ---- collection: timeouts, known failures, stale manifest entries ----
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        conformance_items = [item for item in items if _is_conformance_item(item)]
+        if not conformance_items:
+            return
+        self.backend.check_usable()
+        # @given reads its settings when the module is imported, and importing
+        # torch.testing._internal (as OpInfo-based areas do) loads PyTorch's own profile: apply
+        # ours to every property-based test explicitly, as @settings above @given would.
+        profile = hypothesis.settings.get_profile(_profile_name(self.profile))
+        hypothesis.settings.load_profile(_profile_name(self.profile))
+        for item in conformance_items:
+            function = getattr(item, "obj", None)
+            if getattr(function, "is_hypothesis_test", False):
+                hypothesis.settings(profile)(function)
+        timeout = PROFILES[self.profile][1]
+        used = set()
+        for item in conformance_items:
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(timeout))
+            known = self.backend.manifest.known_failure(item.nodeid)
+            if known is not None:
+                used.add(known)
+                reason = f"known failure: {known.reason} ({known.link})"
+                item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+        # An entry that matches no test is stale; judged only on a run of the whole suite.
+        if not config.getoption("keyword") and not config.getoption("markexpr"):
+            self.stale_known_failures = [
+                entry for entry in self.backend.manifest.known_failures if entry not in used
+            ]
+
+    # ---- results ----
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not _is_conformance_nodeid(report.nodeid):
+            return
+        outcome = _outcome(report)
+        if outcome is None:
+            return
+        previous = self.results.get(report.nodeid)
+        if previous is not None and previous.outcome in ("failed", "error"):
+            return  # a passing teardown must not hide a failed call
+        detail = ""
+        if report.failed and report.longrepr is not None:
+            detail = str(report.longrepr)[-4000:]
+        elif hasattr(report, "wasxfail"):
+            detail = report.wasxfail
+        self.results[report.nodeid] = Result(
+            nodeid=report.nodeid, area=area_of(report.nodeid), outcome=outcome, detail=detail
+        )
+
+    def run_record(self) -> dict:
+        return {
+            "label": self.label,
+            "backend": self.backend.name,
+            "reference": self.reference.name,
+            "torch": torch.__version__,
+            "torch_version": list(torch_version()),
+            "python": platform.python_version(),
+            "profile": self.profile,
+            "stale_known_failures": [dataclasses.asdict(e) for e in self.stale_known_failures],
+            "results": [dataclasses.asdict(r) for r in self.results.values()],
+        }
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker or not self.results:
+            return
+        if self.stale_known_failures:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        run = self.run_record()
+        if self.config.getoption("conformance_json"):
+            write_json(Path(self.config.getoption("conformance_json")), run)
+        if self.config.getoption("conformance_markdown"):
+            write_markdown(Path(self.config.getoption("conformance_markdown")), [run])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.is_worker or not self.results:
+            return
+        terminalreporter.section("conformance")
+        for entry in self.stale_known_failures:
+            terminalreporter.write_line(
+                f"STALE MANIFEST ENTRY: {entry.test!r} matches no test "
+                f"({self.backend.manifest.source})",
+                red=True,
+            )
+        counts: dict[str, dict[str, int]] = {}
+        for result in self.results.values():
+            area = counts.setdefault(result.area, {})
+            area[result.outcome] = area.get(result.outcome, 0) + 1
+        for area in sorted(counts):
+            summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts[area].items()))
+            terminalreporter.write_line(f"{self.label:>10}  {area:<22} {summary}")
+
+
+_SESSION_KEY = pytest.StashKey[ConformanceSession]()
+
+
+def _session(config: pytest.Config) -> ConformanceSession:
+    return config.stash[_SESSION_KEY]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "requires(capability): the test's expectation depends on a capability"
+    )
+    try:
+        state = ConformanceSession(config)
+    except manifests.ManifestError as error:
+        if config.getoption("backend"):
+            raise pytest.UsageError(str(error)) from error
+        return  # not a conformance run on a backend we know: stay out of the way
+    config.stash[_SESSION_KEY] = state
+    config.pluginmanager.register(state, "conformance-session")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    if _SESSION_KEY in config.stash and config.getoption("backend"):
+        return _session(config).header()
+    return []
+
+
+@pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """The backend under test."""
+    return _session(request.config).backend
+
+
+@pytest.fixture(scope="session")
+def reference(request: pytest.FixtureRequest) -> Backend:
+    """The reference backend (the CPU unless --reference says otherwise)."""
+    return _session(request.config).reference
+
+
+@pytest.fixture(scope="session")
+def device(backend: Backend) -> torch.device:
+    """The backend's first device."""
+    return backend.device(0)
+
+
+@pytest.fixture(autouse=True)
+def _conformance_test_setup(request: pytest.FixtureRequest) -> None:
+    """For conformance tests: our hypothesis profile (PyTorch's test utilities load their own
+    when imported), a fixed torch seed, and the current device restored afterwards."""
+    if not _is_conformance_item(request.node):
+        yield
+        return
+    state = _session(request.config)
+    hypothesis.settings.load_profile(_profile_name(state.profile))
+    torch.manual_seed(0)
+    accelerator = getattr(torch, "accelerator", None)
+    previous = None
+    if not state.backend.is_cpu and accelerator is not None:
+        previous = accelerator.current_device_index()
+    try:
+        yield
+    finally:
+        if previous is not None:
+            accelerator.set_device_index(previous)
+
+
+def _outcome(report: pytest.TestReport) -> str | None:
+    if report.when == "call" or report.outcome != "passed":
+        if hasattr(report, "wasxfail"):
+            return "known" if report.skipped else "failed"  # strict XPASS is a failure
+        if report.skipped:
+            return "not applicable"
+        if report.failed:
+            return "failed" if report.when == "call" else "error"
+        if report.when == "call":
+            return "passed"
+    return None

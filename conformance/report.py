@@ -1,0 +1,109 @@
+"""Reports: one JSON file per run, and a Markdown matrix (area x run) over any number of runs.
+
+``conformance-report RUN.json [RUN.json ...] [--markdown OUT.md]`` merges runs of several
+backends, or of stock and patched torch, into one matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+OUTCOMES = ("passed", "failed", "error", "known", "not applicable")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """One test's outcome: passed, failed, error, known (expected failure) or not applicable."""
+
+    nodeid: str
+    area: str
+    outcome: str
+    detail: str = ""
+
+
+def write_json(path: Path, run: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(run, indent=1, sort_keys=True))
+
+
+def read_run(path: Path) -> dict:
+    try:
+        run = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise SystemExit(f"conformance-report: cannot read {path}: {error}") from error
+    if not isinstance(run, dict) or "results" not in run or "label" not in run:
+        raise SystemExit(
+            f"conformance-report: {path} is not a conformance run (--conformance-json)"
+        )
+    return run
+
+
+def _cell(counts: dict[str, int]) -> str:
+    if not counts:
+        return "-"
+    parts = [f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o)]
+    mark = "FAIL" if counts.get("failed") or counts.get("error") else "ok"
+    return f"{mark}: " + ", ".join(parts)
+
+
+def matrix(runs: Sequence[dict]) -> str:
+    """The Markdown matrix: one row per area, one column per run."""
+    labels = [run["label"] for run in runs]
+    areas = sorted({r["area"] for run in runs for r in run["results"]})
+    lines = [
+        "| area | " + " | ".join(labels) + " |",
+        "| --- | " + " | ".join("---" for _ in labels) + " |",
+    ]
+    for area in areas:
+        cells = []
+        for run in runs:
+            counts: dict[str, int] = {}
+            for result in run["results"]:
+                if result["area"] == area:
+                    counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+            cells.append(_cell(counts))
+        lines.append(f"| {area} | " + " | ".join(cells) + " |")
+    totals = []
+    for run in runs:
+        failed = sum(r["outcome"] in ("failed", "error") for r in run["results"])
+        totals.append(f"{len(run['results'])} tests, {failed} failing")
+    lines.append("| **total** | " + " | ".join(totals) + " |")
+    details = [
+        f"- {run['label']}: backend {run['backend']}, torch {run['torch']}, profile {run['profile']}"
+        for run in runs
+    ]
+    stale = [
+        f"- {run['label']}: stale manifest entry `{entry['test']}` matches no test"
+        for run in runs
+        for entry in run.get("stale_known_failures", [])
+    ]
+    return "\n".join(lines + [""] + details + stale) + "\n"
+
+
+def write_markdown(path: Path, runs: Sequence[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(matrix(runs))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="conformance-report", description="Merge conformance runs into one matrix."
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="JSON files from --conformance-json")
+    parser.add_argument("--markdown", type=Path, help="also write the matrix here")
+    args = parser.parse_args(argv)
+    runs = [read_run(path) for path in args.runs]
+    text = matrix(runs)
+    sys.stdout.write(text)
+    if args.markdown:
+        write_markdown(args.markdown, runs)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
