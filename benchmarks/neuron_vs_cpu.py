@@ -86,7 +86,7 @@ class Settings:
 
 
 FULL_SETTINGS = Settings(
-    block_s=0.025, min_rounds=7, max_rounds=41, case_budget_s=3.5, warmup_s=0.05
+    block_s=0.03, min_rounds=9, max_rounds=61, case_budget_s=4.5, warmup_s=0.05
 )
 QUICK_SETTINGS = Settings(
     block_s=0.015, min_rounds=5, max_rounds=15, case_budget_s=1.2, warmup_s=0.03
@@ -595,6 +595,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="exit 1 if a target is missed or an op fails (default: always exit 0)",
     )
     parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch.set_num_threads for both devices (default: torch's default, untouched)",
+    )
+    parser.add_argument(
         "--device",
         default="neuron",
         help="the device compared with the CPU (default: neuron; 'cpu' gives an A/A run)",
@@ -609,6 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ops: list[str] = args.ops
     settings = QUICK_SETTINGS if args.quick else FULL_SETTINGS
     device = torch.device(args.device)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     if device.type != "cpu" and device.type != torch._C._get_privateuse1_backend_name():
         module = getattr(torch, device.type, None)
         if module is None or not module.is_available():

@@ -1,0 +1,54 @@
+"""A stream that reorders work: on a non-default neuron stream, each in-place op is held back
+and run after the next one (so ``x.mul_(2); x.add_(1)`` runs as ``x.add_(1); x.mul_(2)``)."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class _Reorder(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: tuple | None = None
+
+    def _on_side_stream(self, args: tuple) -> bool:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors or tensors[0].device.type != "neuron":
+            return False
+        return torch.accelerator.current_stream(tensors[0].device.index).stream_id != 0
+
+    def flush(self) -> None:
+        if self.held is not None:
+            func, args, kwargs = self.held
+            self.held = None
+            func(*args, **kwargs)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        kwargs = kwargs or {}
+        if func._schema.is_mutable and self._on_side_stream(args):
+            if self.held is None:
+                self.held = (func, args, kwargs)
+                return args[0]
+            result = func(*args, **kwargs)
+            self.flush()
+            return result
+        self.flush()
+        return func(*args, **kwargs)
+
+
+_mode = _Reorder()
+_mode.__enter__()
+
+for _owner, _name in (
+    (torch.Stream, "synchronize"),
+    (torch.Event, "synchronize"),
+    (torch.accelerator, "synchronize"),
+):
+    _original = getattr(_owner, _name)
+
+    def _flushing(*args, _original=_original, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        _mode.flush()
+        return _original(*args, **kwargs)
+
+    setattr(_owner, _name, _flushing)
