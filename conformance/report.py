@@ -74,7 +74,8 @@ def matrix(runs: Sequence[dict]) -> str:
         totals.append(f"{len(run['results'])} tests, {failed} failing")
     lines.append("| **total** | " + " | ".join(totals) + " |")
     details = [
-        f"- {run['label']}: backend {run['backend']}, torch {run['torch']}, profile {run['profile']}"
+        f"- {run['label']}: backend {run['backend']}, torch {run['torch']}, "
+        f"profile {run['profile']}"
         for run in runs
     ]
     stale = [

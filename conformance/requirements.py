@@ -6,8 +6,6 @@ Each helper skips with a reason that starts "not applicable:", which the reports
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 import torch
 
@@ -46,10 +44,11 @@ def require_accelerator(backend: Backend) -> None:
     )
 
 
-def accelerator_function(name: str, since: str) -> Callable:
-    """``torch.accelerator.<name>``, looked up now (so that a replaced function is the one
-    tested); skip on a torch that predates it."""
-    function = getattr(torch.accelerator, name, None)
-    if function is None:
-        pytest.skip(f"not applicable: needs torch >= {since} (torch.accelerator.{name})")
-    return function
+def require_api(qualified_name: str, since: str) -> None:
+    """Skip on a torch that predates ``qualified_name`` (e.g. "torch.accelerator.device_index"),
+    which arrived in torch ``since``. Tests then call the API by its full name at run time."""
+    owner: object = torch
+    for part in qualified_name.split(".")[1:]:
+        owner = getattr(owner, part, None)
+        if owner is None:
+            pytest.skip(f"not applicable: needs torch >= {since} ({qualified_name})")
