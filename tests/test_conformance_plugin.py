@@ -1,0 +1,185 @@
+"""The conformance plugin's own behaviour: manifests, strict known failures, stale entries,
+reports and the report header."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import conformance
+from conformance import manifest as manifests
+from conformance import report
+
+TESTS = Path(__file__).parent
+MANIFESTS = Path(conformance.__file__).parent / "backends"
+
+
+def run_suite(tmp_path: Path, area: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    report_path = tmp_path / "run.json"
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--backend=neuron",
+        "--conformance-profile=quick",
+        f"--conformance-json={report_path}",
+        *extra,
+        "--pyargs",
+        f"conformance.test_{area}",
+    ]
+    env = dict(os.environ, PYTHONPATH=str(TESTS))
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    run = json.loads(report_path.read_text()) if report_path.exists() else {}
+    return completed, run
+
+
+def manifest_dir_with(tmp_path: Path, known_failures: str) -> Path:
+    directory = tmp_path / "manifests"
+    directory.mkdir()
+    (directory / "cpu.toml").write_text((MANIFESTS / "cpu.toml").read_text())
+    (directory / "neuron.toml").write_text((MANIFESTS / "neuron.toml").read_text() + known_failures)
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[capabilities]\ndtypes = ['float32']\nwarp_drive = true\n", "unknown capability"),
+        ("[capabilities]\ndtypes = ['float33']\n", "'float33' is not a torch dtype"),
+        ("[capabilities]\nstreams = true\n", "must list dtypes"),
+        ("[capabilities]\ndtypes = ['float32']\nstreams = 'yes'\n", "must be true or false"),
+        ("[capabilities\n", "not valid TOML"),
+        (
+            "[capabilities]\ndtypes = ['float32']\n[[known_failures]]\ntest = 'x'\nreason = 'y'\n",
+            "needs the test, a reason and a link",
+        ),
+    ],
+)
+def test_malformed_manifest_is_a_clear_error_naming_the_file(text, message):
+    with pytest.raises(manifests.ManifestError, match=message) as error:
+        manifests.parse(text, "demo", "backends/demo.toml")
+    assert "backends/demo.toml" in str(error.value)
+
+
+def test_every_shipped_manifest_parses():
+    for path in MANIFESTS.glob("*.toml"):
+        parsed = manifests.load(path.stem)
+        assert parsed.capabilities.dtypes, path
+
+
+def test_known_failure_matches_node_id_suffixes_only():
+    entry = manifests.KnownFailure("test_rng.py::test_seed", "r", "l")
+    assert entry.matches("conformance/test_rng.py::test_seed")
+    assert not entry.matches("conformance/test_rng.py::test_seed_all")
+    assert not entry.matches("conformance/xtest_rng.py::test_seed")
+
+
+def test_unknown_backend_is_a_usage_error(tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--backend=warp", "--pyargs", "conformance"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 4  # pytest's usage error
+    assert "No manifest for backend 'warp'" in completed.stderr
+
+
+def test_report_header_names_backend_devices_torch_profile_and_seed(tmp_path):
+    completed, _ = run_suite(tmp_path, "capabilities", "--hypothesis-seed=7")
+    header = next(line for line in completed.stdout.splitlines() if "conformance: backend=" in line)
+    assert "backend=neuron devices=2 reference=cpu" in header
+    assert "profile=quick seed=7" in header and "torch=2." in header
+
+
+def test_known_failure_that_passes_fails_the_run(tmp_path):
+    directory = manifest_dir_with(
+        tmp_path,
+        '\n[[known_failures]]\ntest = "test_capabilities.py::test_serialization"\n'
+        'reason = "pretend"\nlink = "https://example.invalid/1"\n',
+    )
+    completed, run = run_suite(tmp_path, "capabilities", f"--manifest-dir={directory}")
+    assert completed.returncode == 1
+    outcome = {r["nodeid"].split("::")[-1]: r["outcome"] for r in run["results"]}
+    assert outcome["test_serialization"] == "failed"
+    assert "XPASS(strict)" in completed.stdout
+
+
+def test_stale_manifest_entry_fails_the_run(tmp_path):
+    directory = manifest_dir_with(
+        tmp_path,
+        '\n[[known_failures]]\ntest = "test_capabilities.py::test_that_was_renamed"\n'
+        'reason = "stale"\nlink = "https://example.invalid/2"\n',
+    )
+    completed, run = run_suite(tmp_path, "capabilities", f"--manifest-dir={directory}")
+    assert completed.returncode == 1
+    assert "STALE MANIFEST ENTRY: 'test_capabilities.py::test_that_was_renamed'" in completed.stdout
+    assert run["stale_known_failures"][0]["test"].endswith("test_that_was_renamed")
+
+
+def test_known_failure_that_fails_is_reported_as_known(tmp_path):
+    # The wrong_values mutant breaks add; the manifest knows the resulting failures.
+    entries = "".join(
+        f'\n[[known_failures]]\ntest = "test_capabilities.py::'
+        f'test_declared_dtypes_match_behaviour[torch.{name}]"\nreason = "add is off by 0.1%"\n'
+        f'link = "https://example.invalid/3"\n'
+        for name in ("float32", "float16")
+    )
+    directory = manifest_dir_with(tmp_path, entries)
+    completed, run = run_suite(
+        tmp_path, "capabilities", f"--manifest-dir={directory}", "-p", "mutants.wrong_values"
+    )
+    assert completed.returncode == 0, completed.stdout[-2000:]
+    assert sum(r["outcome"] == "known" for r in run["results"]) == 2
+
+
+def test_report_merges_runs_into_one_matrix(tmp_path, capsys):
+    runs = []
+    for label, outcome in (("stock", "known"), ("patched", "passed")):
+        path = tmp_path / f"{label}.json"
+        report.write_json(
+            path,
+            {
+                "label": label,
+                "backend": "neuron",
+                "reference": "cpu",
+                "torch": "2.13.0",
+                "profile": "quick",
+                "stale_known_failures": [],
+                "results": [
+                    {
+                        "nodeid": "conformance/test_integration.py::test_x",
+                        "area": "integration",
+                        "outcome": outcome,
+                        "detail": "",
+                    },
+                    {
+                        "nodeid": "conformance/test_rng.py::test_y",
+                        "area": "rng",
+                        "outcome": "passed",
+                        "detail": "",
+                    },
+                ],
+            },
+        )
+        runs.append(str(path))
+    markdown = tmp_path / "matrix.md"
+    assert report.main([*runs, "--markdown", str(markdown)]) == 0
+    table = markdown.read_text()
+    assert "| area | stock | patched |" in table
+    assert "| integration | ok: 1 known | ok: 1 passed |" in table
+    assert capsys.readouterr().out == table
+
+
+def test_report_rejects_a_file_that_is_not_a_run(tmp_path):
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text('{"hello": 1}')
+    with pytest.raises(SystemExit, match="is not a conformance run"):
+        report.main([str(bogus)])
