@@ -134,9 +134,10 @@ class ConformanceSession:
             if getattr(function, "is_hypothesis_test", False):
                 hypothesis.settings(profile)(function)
         timeout = PROFILES[self.profile][1]
+        explicit_timeout = config.getoption("timeout", None) is not None  # pytest-timeout's
         used = set()
         for item in conformance_items:
-            if item.get_closest_marker("timeout") is None:
+            if not explicit_timeout and item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(timeout))
             known = self.backend.manifest.known_failure(item.nodeid)
             if known is not None:

@@ -183,3 +183,15 @@ def test_report_rejects_a_file_that_is_not_a_run(tmp_path):
     bogus.write_text('{"hello": 1}')
     with pytest.raises(SystemExit, match="is not a conformance run"):
         report.main([str(bogus)])
+
+
+@pytest.mark.parametrize("mutant", ["crash_on_sum", "hang_on_sum"])
+def test_a_crash_or_hang_fails_that_test_and_the_run_goes_on(tmp_path, mutant):
+    # test_event_timing calls sum(); everything else in the area must still run and pass.
+    completed, run = run_suite(
+        tmp_path, "capabilities", "-n", "2", "--timeout=10", "-p", f"mutants.{mutant}"
+    )
+    outcomes = {r["nodeid"].split("::")[-1]: r["outcome"] for r in run["results"]}
+    assert outcomes.pop("test_event_timing") in ("failed", "error"), completed.stdout[-2000:]
+    assert len(outcomes) == 19 and set(outcomes.values()) == {"passed"}
+    assert completed.returncode == 1

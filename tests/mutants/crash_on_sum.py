@@ -1,0 +1,12 @@
+"""A backend that crashes the interpreter: sum on neuron aborts the process."""
+
+import os
+
+from mutants._library import override_neuron_kernel
+
+
+def _sum(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    os.abort()
+
+
+override_neuron_kernel("sum", _sum)

@@ -1,0 +1,13 @@
+"""A backend that hangs: sum on neuron never returns."""
+
+import time
+
+from mutants._library import override_neuron_kernel
+
+
+def _sum(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    while True:
+        time.sleep(1)
+
+
+override_neuron_kernel("sum", _sum)
