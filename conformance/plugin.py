@@ -78,6 +78,11 @@ def area_of(nodeid: str) -> str:
     return module.removesuffix(".py").removeprefix("test_")
 
 
+def _module_file(nodeid: str) -> str:
+    """The module file name of a node id or manifest entry ("test_rng.py")."""
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
 def _is_conformance_nodeid(nodeid: str) -> bool:
     return "conformance/test_" in nodeid
 
@@ -144,11 +149,20 @@ class ConformanceSession:
                 used.add(known)
                 reason = f"known failure: {known.reason} ({known.link})"
                 item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
-        # An entry that matches no test is stale; judged only on a run of the whole suite.
-        if not config.getoption("keyword") and not config.getoption("markexpr"):
-            self.stale_known_failures = [
-                entry for entry in self.backend.manifest.known_failures if entry not in used
-            ]
+        # An entry that matches no test is stale: its module is gone, or its module ran (with no
+        # -k/-m filter) and none of its tests matched. Modules left out of this run say nothing.
+        filtered = bool(config.getoption("keyword") or config.getoption("markexpr"))
+        collected_modules = {_module_file(item.nodeid) for item in conformance_items}
+        package = Path(__file__).parent
+        self.stale_known_failures = [
+            entry
+            for entry in self.backend.manifest.known_failures
+            if entry not in used
+            and (
+                not (package / _module_file(entry.test)).exists()
+                or (_module_file(entry.test) in collected_modules and not filtered)
+            )
+        ]
 
     # ---- results ----
 

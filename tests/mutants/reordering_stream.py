@@ -40,15 +40,14 @@ class _Reorder(TorchDispatchMode):
 _mode = _Reorder()
 _mode.__enter__()
 
-for _owner, _name in (
-    (torch.Stream, "synchronize"),
-    (torch.Event, "synchronize"),
-    (torch.accelerator, "synchronize"),
-):
-    _original = getattr(_owner, _name)
+_synchronize = torch.accelerator.synchronize
 
-    def _flushing(*args, _original=_original, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        _mode.flush()
-        return _original(*args, **kwargs)
 
-    setattr(_owner, _name, _flushing)
+def _flushing_synchronize(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    # torch.Stream/torch.Event are immutable C types; flushing on device synchronize (and on
+    # the next out-of-stream op, above) is enough to hand back results in the wrong order.
+    _mode.flush()
+    return _synchronize(*args, **kwargs)
+
+
+torch.accelerator.synchronize = _flushing_synchronize
