@@ -11,18 +11,19 @@ neuron_time / cpu_time per op and size, then checks the targets:
 - the median ratio at the smallest size (below 1e6) is <= 2.5.
 
 Method: for every (op, size) both devices get the same inputs (made on the CPU from a fixed seed,
-then copied), the results are cross-checked once, both are warmed up, and a block size (calls
-per timed block) is calibrated so that a block lasts about --block-ms. Then rounds alternate the
-devices (cpu, neuron; neuron, cpu; ...) so that drift (frequency, other load) hits both alike;
-each round yields one per-call time per device and their ratio. Rounds go on until the middle
-half of the ratios lies within +-3% of their median, or the case's time budget is spent. The
-reported ratio is the median of the per-round ratios; the per-call times are the medians of each
-device's blocks. Garbage collection is off while timing; the thread count is torch's default and
-the same for both devices.
+then copied), the first results are cross-checked, both are warmed up, and the calls per timed
+block are set from the median single-call time so that a block lasts about 30 ms. Then rounds
+alternate the devices (cpu, neuron; neuron, cpu; ...) so that drift (frequency, other load) hits
+both alike; each round yields one per-call time per device and their ratio. Rounds go on until
+the middle half of the ratios lies within +-3% of their median, or the case's time budget is
+spent. The reported ratio is the median of the per-round ratios; the times table shows each
+device's fastest block. Garbage collection is off while timing; the thread count is torch's
+default and the same for both devices. Each case also records the minor page faults per call and
+the share of the CPUs that other processes used meanwhile (cases above 15% are flagged "*").
 
 Usage:
-    .venv/bin/python benchmarks/neuron_vs_cpu.py                 # full run, ~3 minutes
-    .venv/bin/python benchmarks/neuron_vs_cpu.py --quick         # 1e3 and 1e6 only, ~30 s
+    .venv/bin/python benchmarks/neuron_vs_cpu.py                 # full run, 1-2 minutes
+    .venv/bin/python benchmarks/neuron_vs_cpu.py --quick         # 1e3 and 1e6 only, ~15 s
     .venv/bin/python benchmarks/neuron_vs_cpu.py --ops add,mlp_step --sizes 1e3,1e6 --check
     .venv/bin/python benchmarks/neuron_vs_cpu.py --device cpu    # A/A run: the noise floor
 
@@ -35,7 +36,6 @@ import argparse
 import copy
 import datetime
 import gc
-import itertools
 import json
 import math
 import os
@@ -51,7 +51,7 @@ import torch.nn.functional as F
 
 try:
     import resource
-except ImportError:  # not on Windows: page faults are then not counted
+except ImportError:  # resource is Unix-only: elsewhere faults and others' load go unmeasured
     resource = None  # type: ignore[assignment]
 
 OPS: tuple[str, ...] = ("add", "mul", "matmul", "sum", "softmax", "conv2d", "mlp_step")
@@ -59,6 +59,7 @@ DEFAULT_SIZES: tuple[int, ...] = (10**3, 10**4, 10**5, 10**6, 10**7)
 QUICK_SIZES: tuple[int, ...] = (10**3, 10**6)
 
 LARGE_SIZE = 10**6
+BUSY_SHARE = 0.15  # a case during which other processes used more of the CPUs is flagged
 TARGET_MEDIAN_LARGE = 1.15
 TARGET_MAX_LARGE = 1.6
 TARGET_MEDIAN_SMALL = 2.5
@@ -117,6 +118,10 @@ class Result:
     ratio_q3: float | None = None
     cpu_us: float | None = None  # median per-call time on the CPU, microseconds
     device_us: float | None = None  # median per-call time on the device, microseconds
+    cpu_best_us: float | None = None  # fastest block's per-call time on the CPU
+    device_best_us: float | None = None  # fastest block's per-call time on the device
+    ratio_best: float | None = None  # device_best_us / cpu_best_us, a cross-check
+    others_cpu: float | None = None  # share of the machine's CPU other processes used meanwhile
     cpu_faults: float | None = None  # minor page faults per call on the CPU (Unix only)
     device_faults: float | None = None  # minor page faults per call on the device
     calls_per_block: int = 0
@@ -273,6 +278,45 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+class OtherLoad:
+    """How much of the machine's CPU other processes used between start() and share().
+
+    Busy time of all CPUs (/proc/stat) minus this process's own CPU time (all its threads),
+    over wall time x CPUs. None where /proc/stat or getrusage is unavailable.
+    """
+
+    def __init__(self) -> None:
+        self._start: tuple[float, float, float] | None = None
+        self.start()
+
+    @staticmethod
+    def _sample() -> tuple[float, float, float] | None:
+        if resource is None:
+            return None
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                fields = [int(value) for value in stat.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        # user nice system idle iowait irq softirq steal ...: busy is all but idle and iowait.
+        busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return time.perf_counter(), busy, usage.ru_utime + usage.ru_stime
+
+    def start(self) -> None:
+        """Starts (or restarts) the measurement."""
+        self._start = self._sample()
+
+    def share(self) -> float | None:
+        """Others' share of all CPUs since start(), from 0 to 1."""
+        end = self._sample()
+        if self._start is None or end is None:
+            return None
+        wall = (end[0] - self._start[0]) * (os.cpu_count() or 1)
+        others = (end[1] - self._start[1]) - (end[2] - self._start[2])
+        return min(1.0, max(0.0, others / wall)) if wall > 0 else None
+
+
 def time_block(fn: Thunk, calls: int, sync: Callable[[], None]) -> float:
     """Seconds per call of `fn`, over one block of `calls` back-to-back calls."""
     start = time.perf_counter()
@@ -292,18 +336,16 @@ def warm_up(fn: Thunk, sync: Callable[[], None], min_s: float) -> None:
 
 
 def calibrate(fn: Thunk, sync: Callable[[], None], block_s: float) -> float:
-    """Seconds per call of `fn`, estimated robustly against interference from other processes.
+    """Seconds per call of `fn`: the median of single calls over about half a block.
 
-    Like timeit's autorange, the number of calls grows (1, 2, 5, 10, 20, ...) until a block
-    lasts a fifth of `block_s`; the estimate is the fastest of three blocks of that many calls
-    (a preempted block is slow, never fast).
+    The median of many single calls shrugs off calls that another process preempted (a block
+    of calls would not), so the block size stays right on a busy machine.
     """
-    calls = 1
-    for multiplier in itertools.cycle((2, 2.5, 2)):
-        if time_block(fn, calls, sync) * calls >= block_s / 5:
-            break
-        calls = int(calls * multiplier)
-    return min(time_block(fn, calls, sync) for _ in range(3))
+    durations: list[float] = []
+    deadline = time.perf_counter() + block_s / 2
+    while len(durations) < 5 or (time.perf_counter() < deadline and len(durations) < 20_000):
+        durations.append(time_block(fn, 1, sync))
+    return statistics.median(durations)
 
 
 def max_abs_diff(cpu_out: object, dev_out: object) -> float:
@@ -325,6 +367,7 @@ def _quartiles(values: Sequence[float]) -> tuple[float, float, float]:
 def measure(case: Case, device: torch.device, settings: Settings) -> Result:
     """Times `case` on the CPU and on `device`, interleaved; see the module docstring."""
     result = Result(case.op, case.size, case.shape, case.input_numel)
+    load = OtherLoad()
     cpu = torch.device("cpu")
     try:
         fns = {"cpu": case.make(cpu), "dev": case.make(device)}
@@ -372,12 +415,16 @@ def measure(case: Case, device: torch.device, settings: Settings) -> Result:
         if gc_was_enabled:
             gc.enable()
     result.rounds = len(ratios)
+    result.others_cpu = load.share()
     if resource is not None:
         result.cpu_faults = faults["cpu"] / (calls * len(ratios))
         result.device_faults = faults["dev"] / (calls * len(ratios))
     result.ratio_q1, result.ratio, result.ratio_q3 = _quartiles(ratios)
     result.cpu_us = statistics.median(cpu_times) * 1e6
     result.device_us = statistics.median(dev_times) * 1e6
+    result.cpu_best_us = min(cpu_times) * 1e6
+    result.device_best_us = min(dev_times) * 1e6
+    result.ratio_best = min(dev_times) / min(cpu_times)
     return result
 
 
@@ -495,9 +542,23 @@ def markdown_tables(results: Sequence[Result], ops: Sequence[str], sizes: Sequen
         cells = []
         for size in sizes:
             r = by_key.get((op, size))
-            cells.append("error" if r is None or r.ratio is None else f"{r.ratio:.2f}")
+            if r is None or r.ratio is None:
+                cells.append("error")
+            else:
+                busy = r.others_cpu is not None and r.others_cpu > BUSY_SHARE
+                cells.append(f"{r.ratio:.2f}{'*' if busy else ''}")
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
-    lines += ["", "per-call time in microseconds, cpu / neuron (k = thousands)", ""]
+    if any(r.others_cpu is not None and r.others_cpu > BUSY_SHARE for r in results):
+        lines += [
+            "",
+            f"\\* other processes used more than {BUSY_SHARE:.0%} of the CPUs while this case "
+            "ran: a noisy measurement, rerun on an idle machine to confirm",
+        ]
+    lines += [
+        "",
+        "per-call time of the fastest block in microseconds, cpu / neuron (k = thousands)",
+        "",
+    ]
     lines += [header, rule]
     for op in ops:
         cells = []
@@ -506,7 +567,7 @@ def markdown_tables(results: Sequence[Result], ops: Sequence[str], sizes: Sequen
             if r is None or r.ratio is None:
                 cells.append("error")
             else:
-                cells.append(f"{format_us(r.cpu_us)} / {format_us(r.device_us)}")
+                cells.append(f"{format_us(r.cpu_best_us)} / {format_us(r.device_best_us)}")
         lines.append(f"| {op} | " + " | ".join(cells) + " |")
     faulting = [
         r
@@ -632,6 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     results: list[Result] = []
+    run_load = OtherLoad()
     wall_start = time.perf_counter()
     for size in sizes:
         for op in ops:
@@ -643,10 +705,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             else:
                 line = (
                     f"ratio {result.ratio:5.2f} [{result.ratio_q1:.2f}, {result.ratio_q3:.2f}]"
-                    f"  cpu {format_us(result.cpu_us):>7} us  {device.type} "
-                    f"{format_us(result.device_us):>7} us  ({result.rounds} rounds x "
-                    f"{result.calls_per_block} calls)"
+                    f" best {result.ratio_best:5.2f}  median cpu {format_us(result.cpu_us):>7} us"
+                    f"  {device.type} {format_us(result.device_us):>7} us  ({result.rounds} "
+                    f"rounds x {result.calls_per_block} calls)"
                 )
+                if result.others_cpu is not None:
+                    line += f"  others {result.others_cpu:.0%}"
                 if result.cpu_faults is not None and result.device_faults is not None:
                     line += f"  faults/call {result.cpu_faults:.0f} / {result.device_faults:.0f}"
                 if result.max_abs_diff is not None and result.max_abs_diff > 1e-3:
@@ -655,6 +719,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             del case
             gc.collect()
     elapsed = time.perf_counter() - wall_start
+    others = run_load.share()
 
     print()
     print(markdown_tables(results, ops, sizes))
@@ -674,10 +739,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nERROR {r.op} @ {size_label(r.size)}: {r.error}")
     load_end = os.getloadavg() if hasattr(os, "getloadavg") else None
     print(f"\n{len(results)} cases in {elapsed:.0f} s; load average at the end {load_end}")
+    if others is not None:
+        print(f"other processes used {others:.0%} of the CPUs during the run", end="")
+        print(": the numbers are noisy, rerun on an idle machine" if others > BUSY_SHARE else "")
 
     if args.json:
         payload = {
-            "machine": info | {"loadavg_end": load_end, "elapsed_s": elapsed},
+            "machine": info | {"loadavg_end": load_end, "elapsed_s": elapsed, "others_cpu": others},
             "settings": asdict(settings),
             "sizes": sizes,
             "ops": ops,
