@@ -267,3 +267,22 @@ def test_convolution_backward_matches_cpu():
     torch.testing.assert_close(x_neuron.grad.cpu(), x_cpu.grad, **close)
     torch.testing.assert_close(conv_neuron.weight.grad.cpu(), conv.weight.grad, **close)
     torch.testing.assert_close(conv_neuron.bias.grad.cpu(), conv.bias.grad, **close)
+
+
+def test_conjugate_and_negative_views_materialize_like_cpu():
+    # Used to recurse without end: the Conjugate fallback cloned _copy_from's input.
+    x = torch.randn(4, dtype=torch.complex64)
+    on_neuron = x.to("neuron")
+    assert torch.equal(on_neuron.conj().cpu(), x.conj())
+    assert torch.equal(on_neuron.conj().resolve_conj().cpu(), x.conj().resolve_conj())
+    assert on_neuron.conj()[1].item() == x.conj()[1].item()
+    negative = torch.ops.aten._neg_view(on_neuron)
+    assert torch.equal(negative.cpu(), -x)
+
+
+def test_layer_norm_runs_the_cpu_kernel_not_a_decomposition():
+    x = torch.randn(3, 1)
+    weight, bias = torch.randn(1), torch.randn(1)
+    expected = F.layer_norm(x, (1,), weight, bias)
+    actual = F.layer_norm(x.neuron(), (1,), weight.neuron(), bias.neuron())
+    assert torch.equal(actual.cpu(), expected)  # bit-identical: the same kernel ran

@@ -465,7 +465,10 @@ void register_host_execution_for_structured_ops() {
   // that allocates the output and calls the out= form. On neuron that wrapper
   // would allocate, then host-execute the out= kernel with a shape-0-dim output
   // it must resize (and warn about). Running the CPU functional kernel itself
-  // is both faithful to CPU semantics and one dispatch cheaper.
+  // is both faithful to CPU semantics and one dispatch cheaper. The same holds
+  // for the few operators with a CPU kernel and a generic decomposition
+  // (CompositeExplicitAutograd: native_layer_norm, native_group_norm, addr,
+  // ...): the decomposition rounds differently from the CPU kernel.
   static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                 __FILE__, __LINE__);
   auto& dispatcher = c10::Dispatcher::singleton();
@@ -474,7 +477,8 @@ void register_host_execution_for_structured_ops() {
     if (!op.has_value() || name.name.rfind("aten::", 0) != 0 ||
         !op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
         op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+        !(op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))) {
       continue;
     }
     const std::string qualified =

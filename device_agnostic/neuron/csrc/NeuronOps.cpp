@@ -180,4 +180,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_dropout", TORCH_FN(native_dropout));
 }
 
+// copy_from handles conjugate and negative views itself (the host views carry
+// the bits, and the CPU copy_ resolves them). Without these fallthroughs the
+// Conjugate/Negative fallbacks would materialize the view first, by a clone,
+// whose copy_ comes back to _copy_from: an unbounded recursion.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 } // namespace neuron
