@@ -134,9 +134,11 @@ class ConformanceSession:
         # ours to every property-based test explicitly, as @settings above @given would.
         profile = hypothesis.settings.get_profile(_profile_name(self.profile))
         hypothesis.settings.load_profile(_profile_name(self.profile))
+        decorated: set[int] = set()  # parametrized items share one function
         for item in conformance_items:
             function = getattr(item, "obj", None)
-            if getattr(function, "is_hypothesis_test", False):
+            if getattr(function, "is_hypothesis_test", False) and id(function) not in decorated:
+                decorated.add(id(function))
                 hypothesis.settings(profile)(function)
         timeout = PROFILES[self.profile][1]
         explicit_timeout = config.getoption("timeout", None) is not None  # pytest-timeout's
