@@ -8,6 +8,7 @@ subprocess with a timeout, so a deadlock fails instead of hanging the suite.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -62,6 +63,18 @@ def run_json(code: str, **env_overrides: str) -> dict:
 
 def alloc(nbytes: int, device: str = "neuron:0") -> torch.Tensor:
     return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+@pytest.fixture(autouse=True)
+def no_stray_frees():
+    """Measure without interference: tensors left by earlier tests in this worker are collected
+    first, and the garbage collector cannot free any in the middle of a measurement."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(params=["accelerator", "neuron"])
