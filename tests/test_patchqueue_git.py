@@ -1,0 +1,112 @@
+"""The patch queue on a PyTorch git checkout: a branch of commits made with git am -3 -k, and
+HEAD, index, work tree and branch list exactly as before on every failure path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from patchqueue_fixtures import Project, git, git_state, make_project
+
+from tools.patchqueue.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return make_project(tmp_path)
+
+
+def run(project: Project, *args: str) -> int:
+    return main(["--series", str(project.series), *args])
+
+
+def test_apply_commits_the_series_on_a_new_branch_and_revert_returns(project, capsys) -> None:
+    before = git_state(project.repo)
+    assert run(project, "apply", str(project.repo)) == 0
+    branch = f"device-agnostic/2.13.0-{project.base[:8]}"
+    assert git(project.repo, "symbolic-ref", "--short", "HEAD").strip() == branch
+    subjects = git(project.repo, "log", "--reverse", "--format=%s", "main..HEAD").splitlines()
+    assert subjects == [
+        "[amp] Default GradScaler to the current accelerator",
+        "[checkpoint] Preserve RNG state on every accelerator",
+        "[amp] Add a helper",
+    ]
+    assert (project.repo / "test" / "test_amp_default.py").is_file()
+    capsys.readouterr()
+    assert run(project, "status", str(project.repo)) == 0
+    assert capsys.readouterr().out.count(": applied") == 3
+    assert run(project, "apply", str(project.repo)) == 0  # twice: nothing to do
+    assert "nothing to do" in capsys.readouterr().out
+    assert len(git(project.repo, "log", "--format=%s", "main..HEAD").splitlines()) == 3
+    assert run(project, "revert", str(project.repo)) == 0
+    assert git_state(project.repo) == before
+
+
+def test_check_on_a_checkout_reports_each_patch_and_changes_nothing(project, capsys) -> None:
+    before = git_state(project.repo)
+    assert run(project, "check", str(project.repo)) == 0
+    assert capsys.readouterr().out.count(": applies") == 3
+    assert git_state(project.repo) == before
+
+
+def test_dirty_checkout_is_refused_and_untouched(project, capsys) -> None:
+    init = project.repo / "torch" / "__init__.py"
+    init.write_text(init.read_text() + "# local\n")
+    before = git_state(project.repo)
+    assert run(project, "apply", str(project.repo)) == 2
+    assert "uncommitted changes" in capsys.readouterr().err
+    assert git_state(project.repo) == before
+
+
+def test_conflict_rolls_back_head_index_tree_and_branches(project, capsys) -> None:
+    scaler = project.repo / "torch" / "utils" / "checkpoint.py"
+    scaler.write_text(scaler.read_text().replace("import contextlib\n", "import contextlib as c\n"))
+    git(project.repo, "commit", "-q", "-am", "upstream moved on")
+    before = git_state(project.repo)
+    assert run(project, "apply", str(project.repo)) == 1
+    err = capsys.readouterr().err
+    assert "0002-checkpoint-Preserve-RNG-state-on-every-accelerator.patch" in err
+    assert "torch/utils/checkpoint.py hunk 1" in err
+    assert git_state(project.repo) == before
+    assert not (project.repo / ".git" / "rebase-apply").exists()
+
+
+def test_conflict_from_a_detached_head_returns_to_the_same_commit(project) -> None:
+    scaler = project.repo / "torch" / "amp" / "grad_scaler.py"
+    scaler.write_text(scaler.read_text().replace("class GradScaler:\n", "class Scaler:\n"))
+    git(project.repo, "commit", "-q", "-am", "upstream moved on")
+    git(project.repo, "checkout", "-q", "--detach")
+    before = git_state(project.repo)
+    assert run(project, "apply", str(project.repo)) == 1
+    assert git_state(project.repo) == before
+
+
+def test_existing_branch_is_refused(project, capsys) -> None:
+    git(project.repo, "branch", "mine")
+    before = git_state(project.repo)
+    assert run(project, "apply", str(project.repo), "--branch", "mine") == 2
+    assert "already exists" in capsys.readouterr().err
+    assert git_state(project.repo) == before
+
+
+def test_wrapper_script_runs_the_tool_and_returns_its_exit_status(project) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    args = ["--series", str(project.series), "check", str(project.repo)]
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "patches"), *args], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert "3 apply" in done.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "tools.patchqueue", "check", str(project.series)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    assert bad.returncode == 2 and "neither a PyTorch git checkout" in bad.stderr

@@ -1,0 +1,1 @@
+"""Maintainers' tools (patch queue, CUDA-assumption scanner); the package never imports them."""

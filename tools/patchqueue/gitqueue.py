@@ -1,0 +1,241 @@
+"""Apply, inspect and revert the series on a PyTorch git checkout.
+
+apply commits the series on a new branch with ``git am -3 -k``. On any failure it runs
+``git am --abort``, returns to the original branch (or detached commit) and deletes the new
+branch: HEAD, index, work tree and branch list are as before. A small record in
+``.git/device-agnostic-patches.json`` remembers the original branch for revert.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from tools.patchqueue.engine import plan_series
+from tools.patchqueue.errors import BadInput, Conflict
+from tools.patchqueue.series import Series
+from tools.patchqueue.targets import GitCheckout
+
+RECORD_NAME = "device-agnostic-patches.json"
+
+
+def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
+    )
+    if check and result.returncode != 0:
+        raise BadInput(f"git {' '.join(args)} failed in {root}: {result.stderr.strip()}")
+    return result
+
+
+def _git_dir(root: Path) -> Path:
+    return Path(_git(root, "rev-parse", "--absolute-git-dir").stdout.strip())
+
+
+def default_branch(series: Series) -> str:
+    """``device-agnostic/<version>-<commit8>``."""
+    return f"device-agnostic/{series.base.short}"
+
+
+def _record_path(root: Path) -> Path:
+    return _git_dir(root) / RECORD_NAME
+
+
+def _load_record(root: Path) -> dict | None:
+    path = _record_path(root)
+    if not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _branch_exists(root: Path, branch: str) -> bool:
+    ref = f"refs/heads/{branch}"
+    return _git(root, "rev-parse", "--verify", "-q", ref, check=False).returncode == 0
+
+
+def _current_ref(root: Path) -> tuple[str | None, str]:
+    """(branch name or None when detached, HEAD commit)."""
+    head = _git(root, "rev-parse", "HEAD").stdout.strip()
+    symbolic = _git(root, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+    return (symbolic.stdout.strip() or None), head
+
+
+def _dirty(root: Path) -> list[str]:
+    out = _git(root, "status", "--porcelain", "--untracked-files=no").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def _operation_in_progress(root: Path) -> str | None:
+    git_dir = _git_dir(root)
+    for name in ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD"):
+        if (git_dir / name).exists():
+            return name
+    return None
+
+
+def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
+    """Commit the series on a new branch of ``target``; all or nothing.
+
+    Raises BadInput (dirty tree, branch exists, an operation in progress) or Conflict (git am
+    failed; the checkout is back as it was).
+    """
+    root = target.root
+    branch = branch or default_branch(series)
+    record = _load_record(root)
+    current, head = _current_ref(root)
+    if record is not None:
+        if record["branch"] == current and record["series"] == [p.sha256 for p in series.patches]:
+            return f"the series is already applied on branch {current}; nothing to do"
+        raise BadInput(
+            f"{root}: the series was applied on branch {record['branch']} (from "
+            f"{record['original_ref']}); run revert first"
+        )
+    dirty = _dirty(root)
+    if dirty:
+        raise BadInput(
+            f"{root}: the checkout has uncommitted changes; commit or stash them first:\n  "
+            + "\n  ".join(dirty[:20])
+        )
+    busy = _operation_in_progress(root)
+    if busy:
+        raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
+    if _branch_exists(root, branch):
+        raise BadInput(f"{root}: branch {branch} already exists; delete it or pass --branch")
+    for patch in series.patches:
+        for fpatch in patch.files:
+            if fpatch.status == "added" and (root / fpatch.path).exists():
+                raise BadInput(
+                    f"{patch.name}: {fpatch.path} would be created but exists in the work tree"
+                )
+    _git(root, "checkout", "-q", "-b", branch)
+    am = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(root),
+            "am",
+            "-3",
+            "-k",
+            "--quiet",
+            *[str(p.path) for p in series.patches],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if am.returncode != 0:
+        failed = _failed_patch(root, series)
+        _rollback(root, branch, current, head)
+        detail = _explain(series, target, failed)
+        raise Conflict(
+            f"{failed or 'a patch'}: git am -3 failed; the checkout is back on "
+            f"{current or head} as it was and branch {branch} is deleted.\n"
+            f"{am.stdout.strip()}\n{am.stderr.strip()}{detail}".rstrip()
+        )
+    _record_path(root).write_text(
+        json.dumps(
+            {
+                "branch": branch,
+                "original_ref": current or head,
+                "original_head": head,
+                "series": [p.sha256 for p in series.patches],
+                "names": [p.name for p in series.patches],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    count = len(series.patches)
+    return f"applied {count} patches as commits on branch {branch} (from {current or head})"
+
+
+def _failed_patch(root: Path, series: Series) -> str | None:
+    apply_dir = _git_dir(root) / "rebase-apply"
+    try:
+        index = int((apply_dir / "next").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if 1 <= index <= len(series.patches):
+        return series.patches[index - 1].name
+    return None
+
+
+def _rollback(root: Path, branch: str, original: str | None, head: str) -> None:
+    if (_git_dir(root) / "rebase-apply").exists():
+        _git(root, "am", "--abort", check=False)
+    if original is not None:
+        _git(root, "checkout", "-q", original)
+    else:
+        _git(root, "checkout", "-q", "--detach", head)
+    _git(root, "branch", "-q", "-D", branch)
+
+
+def _explain(series: Series, target: GitCheckout, failed: str | None) -> str:
+    """Our own zero-fuzz dry run names the file and hunk that git am only hints at."""
+    try:
+        plan = plan_series(series, target.read, target.scope)
+    except BadInput:
+        return ""
+    lines = [o.describe() for o in plan.outcomes if o.state != "applies"]
+    return ("\ndry run:\n" + "\n".join(lines)) if lines else ""
+
+
+def revert_git(target: GitCheckout) -> str:
+    """Return to the original branch and delete the series' branch when that is safe.
+
+    Raises BadInput with the commands to run when it is not (uncommitted changes, or commits on
+    the branch beyond the series).
+    """
+    root = target.root
+    record = _load_record(root)
+    if record is None:
+        return f"{root}: no series applied by this tool; nothing to revert"
+    branch, original = record["branch"], record["original_ref"]
+    manual = (
+        f"to revert by hand: git checkout {original} && git branch -D {branch} "
+        f"&& rm {_record_path(root)}"
+    )
+    if not _branch_exists(root, branch):
+        _record_path(root).unlink()
+        return f"branch {branch} no longer exists; record removed"
+    if _dirty(root):
+        raise BadInput(f"{root}: the checkout has uncommitted changes; {manual}")
+    count = _git(root, "rev-list", "--count", f"{record['original_head']}..{branch}").stdout
+    if int(count.strip()) != len(record["series"]):
+        raise BadInput(
+            f"{root}: branch {branch} has {count.strip()} commits beyond {original}, not the "
+            f"series' {len(record['series'])}; not deleting it; {manual}"
+        )
+    current, _ = _current_ref(root)
+    if current == branch:
+        if original == record["original_head"]:
+            _git(root, "checkout", "-q", "--detach", original)
+        else:
+            _git(root, "checkout", "-q", original)
+    _git(root, "branch", "-q", "-D", branch)
+    _record_path(root).unlink()
+    return f"deleted branch {branch}; back on {original}"
+
+
+def git_status(series: Series, target: GitCheckout) -> list[str]:
+    """Which patches are commits on the series' branch (matched by subject)."""
+    root = target.root
+    record = _load_record(root)
+    current, _ = _current_ref(root)
+    if record is None or not _branch_exists(root, record["branch"]):
+        plan = plan_series(series, target.read, target.scope)
+        lines = [
+            o.describe().replace(": applies", ": not applied (applies)", 1) for o in plan.outcomes
+        ]
+        return [*lines, f"no branch of this tool; on {current or 'a detached HEAD'}"]
+    log = _git(
+        root, "log", "--reverse", "--format=%s", f"{record['original_head']}..{record['branch']}"
+    ).stdout.splitlines()
+    lines = []
+    for patch in series.patches:
+        state = "applied" if patch.subject and patch.subject in log else "not applied"
+        lines.append(f"{patch.name}: {state} (on branch {record['branch']})")
+    lines.append(f"branch {record['branch']} from {record['original_ref']}; on {current}")
+    return lines
