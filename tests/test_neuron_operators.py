@@ -286,3 +286,10 @@ def test_layer_norm_runs_the_cpu_kernel_not_a_decomposition():
     expected = F.layer_norm(x, (1,), weight, bias)
     actual = F.layer_norm(x.neuron(), (1,), weight.neuron(), bias.neuron())
     assert torch.equal(actual.cpu(), expected)  # bit-identical: the same kernel ran
+
+
+def test_sparse_results_fail_loudly_instead_of_landing_on_the_cpu():
+    dense = torch.eye(3, device="neuron")
+    with pytest.raises(NotImplementedError, match="neuron supports only strided"):
+        dense.to_sparse()
+    assert dense.sum().item() == 3.0  # still usable

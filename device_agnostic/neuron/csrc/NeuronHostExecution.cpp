@@ -366,9 +366,16 @@ class HostExecution {
   }
 
   at::Tensor to_device(const at::Tensor& host) {
-    if (!host.defined() || !host.device().is_cpu() || !host.has_storage()) {
+    if (!host.defined() || !host.device().is_cpu()) {
       return host;
     }
+    // A sparse, quantized or mkldnn result cannot live on neuron: never hand
+    // back a CPU tensor in its place.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        host.layout() == c10::kStrided && host.has_storage(), "The operator '",
+        schema_.operator_name(), "' returned a ", host.layout(),
+        " tensor; neuron supports only strided (dense) tensors. Move the input to the CPU "
+        "for this operation.");
     auto* host_storage = host.storage().unsafeGetStorageImpl();
     if (auto device_storage = views_.device_storage_of(host_storage)) {
       // A view of an input (or the input itself): same neuron storage.
