@@ -1,12 +1,14 @@
-"""The command line: ``scripts/patches {check,apply,status,revert} TARGET``.
+"""The command line: ``scripts/patches {check,apply,status,revert} TARGET`` and
+``scripts/patches verify [--json PATH] [--series DIR]``.
 
-Exit status: 0 done, 1 a patch conflicts, 2 bad input (version, dirty checkout, corrupted
-patch, unusable target). On 1 and 2 the target is unchanged.
+Exit status: 0 done, 1 a patch conflicts (verify: a patch is not proven), 2 bad input (version,
+dirty checkout, corrupted patch, unusable target). On 1 and 2 the target is unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from tools.patchqueue.gitqueue import apply_git, git_status, revert_git
 from tools.patchqueue.overlay import apply_overlay, overlay_status, revert_overlay
 from tools.patchqueue.series import Series, load_series
 from tools.patchqueue.targets import GitCheckout, InstalledTorch, Target, open_target
+from tools.patchqueue.verify import DEFAULT_TIMEOUT, verify_series
 
 DEFAULT_SERIES = Path(__file__).resolve().parents[2] / "patches"
 
@@ -73,12 +76,50 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="installed torch: restore even files changed since apply",
     )
+    sub = commands.add_parser(
+        "verify",
+        help="prove each patch on neuron: its tests fail on stock torch, pass with the series, "
+        "and pass on the CPU before and after; never modifies the installed torch",
+    )
+    sub.add_argument("--json", type=Path, help="also write the report as JSON to this file")
+    sub.add_argument(
+        "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
+    )
+    sub.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds per test-file run (default: %(default)s)",
+    )
+    sub.add_argument(
+        "--jobs", type=int, default=2, help="test-file runs at once (default: %(default)s)"
+    )
+    sub.add_argument(
+        "--keep", type=Path, help="build the shadow torch in this (new) folder and keep it"
+    )
+    _add_export_refresh(commands)
     return parser
+
+
+def verify(args: argparse.Namespace) -> tuple[list[str], int]:
+    """Run verify; the table, and 0 when every patch is proven, else 1."""
+    series = load_series(args.series)
+    report = verify_series(series, timeout=args.timeout, jobs=args.jobs, keep=args.keep)
+    lines = report.table()
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        lines.append(f"report: {args.json}")
+    return lines, 0 if report.all_proven else 1
 
 
 def run(argv: list[str]) -> tuple[list[str], int]:
     """Run one command; returns the lines to print and the exit status (raises on failure)."""
     args = _parser().parse_args(argv)
+    if args.command == "verify":
+        return verify(args)
+    if args.command in ("export", "refresh"):
+        return _run_export_refresh(args)
     target = open_target(args.target)
     if args.command == "revert":
         if isinstance(target, GitCheckout):
@@ -110,3 +151,67 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_status
     print("\n".join(lines))
     return status
+
+
+# --- export and refresh (tools/patchqueue/export.py, tools/patchqueue/refresh.py) -------------
+
+
+def _add_export_refresh(commands: argparse._SubParsersAction) -> None:
+    sub = commands.add_parser(
+        "export",
+        help="one branch per patch in a PyTorch checkout and one folder per patch with the draft "
+        "PR's title, body, labels and commands; never pushes, never touches a network",
+    )
+    sub.add_argument("--pytorch", type=Path, required=True, help="a clean PyTorch git checkout")
+    sub.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
+    sub.add_argument(
+        "--stack",
+        action="store_true",
+        help="each branch on the previous one (default: each on the base, after checking that "
+        "every patch applies alone)",
+    )
+    sub.add_argument("--verify-json", type=Path, help="the JSON of `verify --json`, as evidence")
+    sub.add_argument("--remote", default="origin", help="the remote in commands.sh (%(default)s)")
+    sub.add_argument("--head-owner", help="your GitHub fork's owner, for gh's --head OWNER:BRANCH")
+    sub.add_argument(
+        "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
+    )
+    sub = commands.add_parser(
+        "refresh",
+        help="carry the series onto another PyTorch (checkout or installed torch): per patch "
+        "applies / with offset / already upstream / conflicts; rewrites only if all apply",
+    )
+    sub.add_argument(
+        "--onto",
+        type=Path,
+        required=True,
+        help="a PyTorch git checkout, or an installed torch package folder of another version",
+    )
+    sub.add_argument(
+        "--write",
+        action="store_true",
+        help="when every patch applies, rewrite the patch files and the series' base line",
+    )
+    sub.add_argument(
+        "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
+    )
+
+
+def _run_export_refresh(args: argparse.Namespace) -> tuple[list[str], int]:
+    from tools.patchqueue.export import export
+    from tools.patchqueue.refresh import refresh, report
+
+    series = load_series(args.series)
+    if args.command == "export":
+        lines = export(
+            series,
+            args.pytorch,
+            args.out,
+            stack=args.stack,
+            verify_json=args.verify_json,
+            remote=args.remote,
+            head_owner=args.head_owner,
+        )
+        return lines, 0
+    result = refresh(series, args.onto, write=args.write)
+    return report(series, args.onto, result, args.write), 0 if result.clean else 1

@@ -1,0 +1,241 @@
+"""export: a branch per patch (stacked, or each on the base after an independence check) made with
+git am -3 -k, a folder per patch with the draft PR's title, body, labels and commands; the checkout
+is left exactly as before, and on every failure nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from patchqueue_fixtures import REAL_TORCH, Project, git, git_state, make_project, tree_hash
+
+from tools.patchqueue.cli import main
+from tools.patchqueue.export import body_markdown, labels, parse_message
+from tools.patchqueue.series import load_series, parse_patch
+
+ROOT = Path(__file__).resolve().parents[1]
+PATCHES = ROOT / "patches"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Project:
+    return make_project(tmp_path)
+
+
+def run(project: Project, *args: str) -> int:
+    return main(["--series", str(project.series), *args])
+
+
+def checkout_state(repo: Path) -> tuple[str, ...]:
+    """git_state without the branch list (export adds branches, nothing else)."""
+    state = git_state(repo)
+    return (*state[:2], *state[3:], git(repo, "worktree", "list", "--porcelain"))
+
+
+def names(project: Project) -> list[str]:
+    return [p.name.removesuffix(".patch") for p in load_series(project.series).patches]
+
+
+def add_dependent_patch(project: Project) -> str:
+    """A fourth patch that edits the test file 0001 adds: it does not apply alone on the base."""
+    repo, series = project.repo, project.series
+    first = sorted(series.glob("0001-*.patch"))[0]
+    git(repo, "checkout", "-q", "-b", "dep", project.base)
+    git(repo, "am", "-q", "-k", str(first))
+    (repo / "test" / "test_amp_default.py").write_text("def test_default():\n    assert 1\n")
+    git(repo, "commit", "-q", "-am", "[amp] Tighten the default test")
+    out = git(
+        repo, "format-patch", "-k", "--zero-commit", "--no-signature", "--start-number", "4",
+        "-o", str(series), "-1",
+    ).strip()  # fmt: skip
+    git(repo, "checkout", "-q", "main")
+    git(repo, "branch", "-q", "-D", "dep")
+    name = Path(out).name
+    with (series / "series").open("a") as handle:
+        handle.write(name + "\n")
+    return name.removesuffix(".patch")
+
+
+def test_export_makes_a_branch_on_the_base_and_a_folder_per_patch(project, tmp_path) -> None:
+    before = checkout_state(project.repo)
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 0
+    assert checkout_state(project.repo) == before
+    patches = load_series(project.series).patches
+    for patch, name in zip(patches, names(project), strict=True):
+        branch = f"device-agnostic/{name}"
+        assert git(project.repo, "rev-parse", f"{branch}^").strip() == project.base
+        assert git(project.repo, "log", "-1", "--format=%s", branch).strip() == patch.subject
+        folder = out / name
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "body.md", "commands.sh", "labels.txt", "title.txt",
+        ]  # fmt: skip
+        assert (folder / "title.txt").read_text() == patch.subject + "\n"
+        body = (folder / "body.md").read_text()
+        assert "## How this change was produced" in body and "AI assistance" in body
+        assert "run `scripts/patches verify`" in body
+        assert "Reviewed by: <fill in before opening the PR>" in body
+        script = (folder / "commands.sh").read_text()
+        refused = subprocess.run(  # in a non-repo folder: a broken guard could not push
+            ["bash", str(folder / "commands.sh")], capture_output=True, cwd=tmp_path
+        )
+        assert refused.returncode == 1 and b"fill in the reviewer" in refused.stderr
+        assert f"\ngit push origin {branch}\n" in script
+        assert "gh pr create --draft --repo pytorch/pytorch --title " in script
+        assert f"--body-file {folder / 'body.md'} --base main --head {branch}" in script
+    assert "open source" in (out / names(project)[0] / "labels.txt").read_text()
+
+
+def test_stacked_export_puts_each_branch_on_the_previous(project, tmp_path) -> None:
+    before = checkout_state(project.repo)
+    out = tmp_path / "out"
+    args = ["export", "--pytorch", str(project.repo), "--out", str(out), "--stack"]
+    assert run(project, *args) == 0
+    assert checkout_state(project.repo) == before
+    parent = project.base
+    for name in names(project):
+        branch = f"device-agnostic/{name}"
+        assert git(project.repo, "rev-parse", f"{branch}^").strip() == parent
+        parent = git(project.repo, "rev-parse", branch).strip()
+    # The top of the stack is the whole series.
+    assert (out / names(project)[-1] / "commands.sh").is_file()
+
+
+def test_a_dependent_patch_needs_stack_and_leaves_nothing_behind(project, tmp_path, capsys):
+    dependent = add_dependent_patch(project)
+    before = git_state(project.repo)  # branch list included
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 1
+    err = capsys.readouterr().err
+    assert f"{dependent}.patch: does not apply alone on the base" in err
+    assert "--stack" in err and "test/test_amp_default.py" in err
+    assert git_state(project.repo) == before
+    assert not out.exists()
+    args = ["export", "--pytorch", str(project.repo), "--out", str(out), "--stack"]
+    assert run(project, *args) == 0
+    top = git(project.repo, "rev-parse", f"device-agnostic/{dependent}^").strip()
+    assert top == git(project.repo, "rev-parse", f"device-agnostic/{names(project)[-2]}").strip()
+
+
+def test_a_failing_git_am_deletes_the_branches_it_made(project, tmp_path, capsys) -> None:
+    # The dry run passes but git am refuses the second patch (its applypatch-msg hook says no).
+    hook = project.repo / ".git" / "hooks" / "applypatch-msg"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text('#!/bin/sh\n! grep -q checkpoint "$1"\n')
+    hook.chmod(0o755)
+    before = git_state(project.repo)
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 1
+    err = capsys.readouterr().err
+    assert "0002-checkpoint-Preserve-RNG-state-on-every-accelerator.patch: git am -3 -k" in err
+    assert git_state(project.repo) == before
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("case", ["not-git", "dirty", "wrong-base", "out-not-empty", "branch"])
+def test_bad_input_is_refused_and_the_checkout_untouched(project, tmp_path, capsys, case) -> None:
+    repo, out = project.repo, tmp_path / "out"
+    expected = {
+        "not-git": "not a git checkout",
+        "dirty": "uncommitted changes",
+        "wrong-base": "is not in this checkout",
+        "out-not-empty": "not empty",
+        "branch": "already exists",
+    }[case]
+    if case == "not-git":
+        repo = tmp_path / "plain"
+        shutil.copytree(project.repo, repo, ignore=shutil.ignore_patterns(".git"))
+    elif case == "dirty":
+        init = repo / "torch" / "__init__.py"
+        init.write_text(init.read_text() + "# local\n")
+    elif case == "wrong-base":
+        series_file = project.series / "series"
+        series_file.write_text(series_file.read_text().replace(project.base, "ab" * 20))
+    elif case == "out-not-empty":
+        out.mkdir()
+        (out / "keep.txt").write_text("mine\n")
+    else:
+        git(repo, "branch", f"device-agnostic/{names(project)[1]}")
+    before = git_state(repo) if case != "not-git" else tree_hash(repo)
+    out_before = sorted(out.rglob("*")) if out.exists() else None
+    assert run(project, "export", "--pytorch", str(repo), "--out", str(out)) == 2
+    assert expected in capsys.readouterr().err
+    assert (git_state(repo) if case != "not-git" else tree_hash(repo)) == before
+    assert (sorted(out.rglob("*")) if out.exists() else None) == out_before
+
+
+def test_body_follows_the_pr_template_for_a_real_patch() -> None:
+    patch = parse_patch(PATCHES / "0003-checkpoint-device-rng-is-initialized.patch")
+    message = parse_message(patch)
+    assert message.area == "checkpoint" and message.trailers["Bug"].endswith("/127676")
+    body = body_markdown(patch)
+    assert body.startswith("Fixes #127676\n")
+    assert "## Summary\n\n`torch.utils.checkpoint` decides" in body
+    assert "python test/test_checkpoint_device_rng.py" in body
+    assert "BC-breaking: none" in body and "Bug: https://" in body
+    assert "\nBug: https" not in body.split("## Related")[0]  # trailers not in the summary
+    first = parse_patch(PATCHES / "0001-amp-gradscaler-default-device.patch")
+    assert body_markdown(first).startswith("Fixes: no upstream issue")
+    assert labels(parse_message(first))[:2] == [
+        "module: amp (automated mixed precision)", "open source",
+    ]  # fmt: skip
+
+
+def test_body_takes_the_evidence_from_a_verify_json(tmp_path) -> None:
+    patch = parse_patch(PATCHES / "0002-dlpack-privateuse1-device.patch")
+
+    def run_(outcome: str, summary: str) -> dict:
+        return {"outcome": outcome, "summary": summary, "failing": []}
+
+    report = {
+        "torch": "2.13.0+cpu",
+        "patches": [
+            {
+                "patch": patch.name,
+                "verdict": "proven",
+                "tests": [
+                    {
+                        "file": "test/test_dlpack_privateuse1.py",
+                        "stock_neuron": run_("failed", "FAILED (errors=1)"),
+                        "patched_neuron": run_("passed", "OK (1 passed, 2 skipped)"),
+                        "stock_cpu": run_("passed", "OK (1 passed, 0 skipped)"),
+                        "patched_cpu": run_("passed", "OK (1 passed, 0 skipped)"),
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "verify.json"
+    path.write_text(json.dumps(report))
+    body = body_markdown(patch, report, path)
+    assert "must fail): FAILED (errors=1)" in body
+    assert "(must pass): OK (1 passed, 2 skipped)" in body and "verdict: proven" in body
+    assert "run `scripts/patches verify`" not in body
+
+
+def test_the_real_series_exports_independently(tmp_path) -> None:
+    """The pilots, each alone on a repository of the installed torch's files they touch."""
+    repo = tmp_path / "pytorch"
+    series = load_series(PATCHES)
+    for rel in sorted({f.path for p in series.patches for f in p.files if f.status != "added"}):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REAL_TORCH.parent / rel, repo / rel)
+    (repo / "torch" / "__init__.py").touch()
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "config", "user.name", "Test")
+    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    copy = tmp_path / "patches"
+    shutil.copytree(PATCHES, copy)
+    text = (copy / "series").read_text().replace(series.base.commit, base)
+    (copy / "series").write_text(text)
+    out = tmp_path / "out"
+    args = ["--series", str(copy), "export", "--pytorch", str(repo), "--out", str(out)]
+    assert main(args) == 0
+    assert len(list(out.iterdir())) == len(series.patches)
+    assert git(repo, "status", "--porcelain") == ""

@@ -1,0 +1,222 @@
+"""``scripts/patches verify``: the pilot series is proven on neuron (the real proof), a patch whose
+test does not fail on stock torch is unproven, and the installed torch is never modified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from patchqueue_fixtures import REAL_TORCH, git, tree_hash
+
+from tools.patchqueue.cli import DEFAULT_SERIES, main
+from tools.patchqueue.errors import BadInput
+from tools.patchqueue.series import Base, FilePatch, Hunk, Patch, Series, load_series
+from tools.patchqueue.targets import STATE_DIR_NAME, InstalledTorch
+from tools.patchqueue.verify import build_shadow, run_test_file, verify_series
+
+
+def touched_hashes(series_dir: Path) -> dict[str, str | None]:
+    """sha256 of every torch/ file the series touches in the installed torch."""
+    hashes: dict[str, str | None] = {}
+    for patch in load_series(series_dir).patches:
+        for fpatch in patch.files:
+            if fpatch.path.startswith("torch/"):
+                path = REAL_TORCH.parent / fpatch.path
+                hashes[fpatch.path] = (
+                    hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+                )
+    return hashes
+
+
+@pytest.mark.patch_verify
+@pytest.mark.timeout(1200)
+def test_every_pilot_patch_is_proven_and_the_installed_torch_is_unchanged(
+    tmp_path: Path, capsys
+) -> None:
+    before = touched_hashes(DEFAULT_SERIES)
+    assert before and all(before.values())
+    report_file = tmp_path / "verify.json"
+    status = main(["verify", "--json", str(report_file)])
+    out = capsys.readouterr().out
+    print(out)
+    assert status == 0, out
+    report = json.loads(report_file.read_text())
+    names = [p.name for p in load_series(DEFAULT_SERIES).patches]
+    assert [p["patch"] for p in report["patches"]] == names
+    for patch in report["patches"]:
+        assert patch["verdict"] == "proven", patch["reasons"]
+        assert patch["tests"], patch["patch"]
+        for test in patch["tests"]:
+            assert test["stock_neuron"]["outcome"] == "failed"
+            assert test["patched_neuron"]["outcome"] == "passed"
+            assert test["stock_cpu"]["outcome"] == test["patched_cpu"]["outcome"] == "passed"
+    assert report["all_proven"] is True
+    assert report["shadow_probe"]["backend"] == "neuron"
+    assert "| patch " in out and out.count("| proven ") == len(names)
+    assert touched_hashes(DEFAULT_SERIES) == before
+
+
+PASSING_TEST = """\
+# Owner(s): ["module: amp"]
+import unittest
+
+import torch
+
+
+class TestAlwaysPasses(unittest.TestCase):
+    def test_passes(self):
+        self.assertEqual(torch.ones(2).sum().item(), 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+def make_synthetic_series(tmp: Path) -> Path:
+    """Two real patches against the installed torch's grad_scaler.py: 0001 adds a test that passes
+    on stock torch too, 0002 adds no test. Based on the installed torch's version and commit."""
+    version, commit = InstalledTorch(REAL_TORCH).version()
+    repo = tmp / "pytorch"
+    (repo / "torch" / "amp").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.name", "Test")
+    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "config", "commit.gpgsign", "false")
+    scaler = repo / "torch" / "amp" / "grad_scaler.py"
+    shutil.copyfile(REAL_TORCH / "amp" / "grad_scaler.py", scaler)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    text = scaler.read_text()
+    assert "class GradScaler:\n" in text
+    scaler.write_text(text.replace("class GradScaler:\n", "class GradScaler:  # p1\n", 1))
+    (repo / "test").mkdir()
+    (repo / "test" / "test_always_passes.py").write_text(PASSING_TEST)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "[amp] A change whose test proves nothing")
+    text = scaler.read_text()
+    scaler.write_text(text.replace("class GradScaler:  # p1\n", "class GradScaler:  # p2\n", 1))
+    git(repo, "commit", "-q", "-am", "[amp] A change without a test")
+    series = tmp / "patches"
+    git(
+        repo, "format-patch", "-q", "-k", "--zero-commit", "--no-signature", "-o", str(series), base
+    )
+    names = sorted(p.name for p in series.glob("*.patch"))
+    (series / "series").write_text(
+        f"# base: torch {version.split('+')[0]} {commit}\n" + "\n".join(names) + "\n"
+    )
+    return series
+
+
+@pytest.mark.patch_verify
+@pytest.mark.timeout(600)
+def test_a_patch_whose_test_passes_on_stock_torch_is_unproven(tmp_path: Path, capsys) -> None:
+    series = make_synthetic_series(tmp_path)
+    before = touched_hashes(series)
+    report_file = tmp_path / "verify.json"
+    status = main(["verify", "--series", str(series), "--json", str(report_file)])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    report = json.loads(report_file.read_text())
+    first, second = report["patches"]
+    assert first["verdict"] == "unproven"
+    assert "does not fail on stock torch" in first["reasons"][0]
+    (test,) = first["tests"]
+    assert test["stock_neuron"]["outcome"] == "passed"
+    assert test["patched_neuron"]["outcome"] == "passed"
+    assert second["verdict"] == "unproven" and second["tests"] == []
+    assert "adds no test" in second["reasons"][0]
+    assert report["all_proven"] is False
+    assert out.count("| unproven |") == 2
+    assert touched_hashes(series) == before
+
+
+def test_the_shadow_copies_python_files_and_links_everything_else(tmp_path: Path) -> None:
+    real = tmp_path / "site" / "torch"
+    (real / "amp").mkdir(parents=True)
+    (real / "lib").mkdir()
+    (real / "__pycache__").mkdir()
+    (real / "__init__.py").write_text("X = 1\n")
+    (real / "amp" / "grad_scaler.py").write_text("Y = 2\n")
+    (real / "amp" / "data.json").write_text("{}")
+    (real / "_C.so").write_bytes(b"\x7fELF")
+    (real / "lib" / "libtorch.so").write_bytes(b"\x7fELF")
+    (real / "__pycache__" / "x.pyc").write_bytes(b"")
+    shadow = build_shadow(real, tmp_path / "shadow")
+    assert shadow == tmp_path / "shadow" / "torch"
+    for rel in ("__init__.py", "amp/grad_scaler.py"):
+        assert (
+            not (shadow / rel).is_symlink()
+            and (shadow / rel).read_bytes() == (real / rel).read_bytes()
+        )
+    assert not (shadow / "amp").is_symlink()
+    for rel in ("lib", "_C.so", "amp/data.json"):
+        assert (shadow / rel).is_symlink() and (shadow / rel).resolve() == (real / rel).resolve()
+    assert not (shadow / "__pycache__").exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "outcome"),
+    [
+        ("self.assertTrue(True)", "passed"),
+        ("self.assertTrue(False)", "failed"),
+        ("raise ValueError('x')", "failed"),
+    ],
+)
+def test_a_test_file_run_is_classified(tmp_path: Path, body: str, outcome: str) -> None:
+    path = tmp_path / "test_x.py"
+    path.write_text(
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_x(self):\n"
+        f"        {body}\n\nunittest.main()\n"
+    )
+    run = run_test_file(path, {"PATH": "/usr/bin:/bin"}, tmp_path, timeout=60)
+    assert run.outcome == outcome, run.tail
+    assert run.ran == 1
+
+
+def test_a_crashing_or_hanging_test_file_is_no_proof(tmp_path: Path) -> None:
+    crash = tmp_path / "test_crash.py"
+    crash.write_text("raise ImportError('no such module')\n")
+    assert run_test_file(crash, {}, tmp_path, timeout=60).outcome == "error"
+    hang = tmp_path / "test_hang.py"
+    hang.write_text("import time\ntime.sleep(60)\n")
+    assert run_test_file(hang, {}, tmp_path, timeout=1).outcome == "timeout"
+
+
+def fake_torch(tmp: Path) -> tuple[InstalledTorch, Series]:
+    """A tiny installed torch (lib/ holds no .py, so the shadow links it) and a one-patch series
+    that creates torch/lib/new.py, i.e. writes through a link of the shadow."""
+    torch_dir = tmp / "site" / "torch"
+    (torch_dir / "lib").mkdir(parents=True)
+    (torch_dir / "lib" / "libtorch.so").write_bytes(b"\x7fELF")
+    (torch_dir / "__init__.py").write_text("")
+    (torch_dir / "version.py").write_text("__version__ = '2.13.0'\ngit_version = 'abc1234'\n")
+    hunk = Hunk(1, "@@ -0,0 +1 @@", 0, 1, (), ("X = 1\n",))
+    patch = Patch(
+        "0001-x.patch",
+        tmp / "0001-x.patch",
+        "0" * 64,
+        "[x] X",
+        (FilePatch("torch/lib/new.py", "added", (hunk,)),),
+    )
+    return InstalledTorch(torch_dir), Series(tmp, Base("2.13.0", "abc1234"), (patch,))
+
+
+def test_verify_refuses_to_write_through_a_link_into_the_installed_torch(tmp_path: Path) -> None:
+    target, series = fake_torch(tmp_path)
+    before = tree_hash(target.site_packages)
+    with pytest.raises(BadInput, match="torch/lib/new.py: in the shadow torch this is a link"):
+        verify_series(series, torch=target)
+    assert tree_hash(target.site_packages) == before
+    assert not (target.torch_dir / "lib" / "new.py").exists()
+
+
+def test_verify_refuses_an_installed_torch_that_carries_an_overlay(tmp_path: Path) -> None:
+    target, series = fake_torch(tmp_path)
+    (target.site_packages / STATE_DIR_NAME).mkdir()
+    with pytest.raises(BadInput, match="stock runs would not be stock"):
+        verify_series(series, torch=target)

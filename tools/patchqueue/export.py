@@ -1,0 +1,403 @@
+"""``export``: one branch per patch in a PyTorch checkout and one folder per patch with what a
+person needs to open a draft pull request (title, body, labels, the push and ``gh`` commands).
+
+Nothing is pushed and no network is touched: commands.sh is written, never run. The branches are
+made with ``git am -3 -k`` in a temporary ``git worktree`` at the base commit, so the checkout's
+HEAD, branch, index and work tree are never touched; on any failure the branches this run made
+are deleted again and the output folder is removed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.patchqueue.engine import plan_series
+from tools.patchqueue.errors import BadInput, Conflict
+from tools.patchqueue.gitqueue import (
+    _branch_exists,
+    _dirty,
+    _git,
+    _operation_in_progress,
+)
+from tools.patchqueue.series import Patch, Series
+
+BRANCH_PREFIX = "device-agnostic/"
+REVIEWER_PLACEHOLDER = "<fill in before opening the PR>"
+TRAILER_KEYS = ("Bug", "Forwarded", "Applied-Upstream", "Last-Update")
+_AREA_RE = re.compile(r"^\[([^\]]+)\]")
+_ISSUE_RE = re.compile(r"github\.com/pytorch/pytorch/issues/(\d+)|^#(\d+)$")
+
+# Suggested labels per [area]; a person confirms them when opening the draft PR.
+MODULE_LABELS = {
+    "amp": "module: amp (automated mixed precision)",
+    "dlpack": "module: dlpack",
+    "checkpoint": "module: activation checkpointing",
+    "accelerator": "module: accelerator",
+    "privateuse1": "module: PrivateUse1",
+}
+RELEASE_NOTES = {
+    "amp": "release notes: amp",
+    "dlpack": "release notes: python_frontend",
+    "checkpoint": "release notes: autograd",
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """A patch's commit message split the way a pull request needs it."""
+
+    subject: str
+    paragraphs: tuple[str, ...]  # the body without the test plan and the trailers
+    test_plan: str  # the body's "Test plan:" section (without the heading), or ""
+    trailers: dict[str, str]
+
+    @property
+    def area(self) -> str:
+        """``amp`` for a subject ``[amp] ...``; empty when there is none."""
+        match = _AREA_RE.match(self.subject)
+        return match.group(1).strip() if match else ""
+
+
+def parse_message(patch: Patch) -> Message:
+    """Split the commit message of a format-patch file (the text between the headers and ---)."""
+    lines = patch.path.read_text(encoding="utf-8").split("\n")
+    start = next((i for i, line in enumerate(lines) if not line.strip()), len(lines)) + 1
+    end = next(
+        (i for i in range(start, len(lines)) if lines[i] == "---" or lines[i].startswith("diff ")),
+        len(lines),
+    )
+    body = "\n".join(lines[start:end]).strip("\n")
+    paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
+    trailers: dict[str, str] = {}
+    if paragraphs:
+        last = paragraphs[-1].splitlines()
+        pairs = [line.split(":", 1) for line in last]
+        if all(len(p) == 2 and re.fullmatch(r"[A-Za-z-]+", p[0]) for p in pairs):
+            trailers = {k.strip(): v.strip() for k, v in pairs}
+            paragraphs = paragraphs[:-1]
+    test_plan: list[str] = []
+    rest: list[str] = []
+    in_plan = False
+    for paragraph in paragraphs:
+        if re.match(r"^test plan:?\s*$", paragraph.splitlines()[0].strip(), re.I):
+            in_plan = True
+            tail = "\n".join(paragraph.splitlines()[1:]).strip("\n")
+            if tail:
+                test_plan.append(tail)
+            continue
+        (test_plan if in_plan else rest).append(paragraph)
+    return Message(patch.subject, tuple(rest), "\n\n".join(test_plan), trailers)
+
+
+def topic(patch: Patch) -> str:
+    """``0001-amp-gradscaler-default-device`` for ``0001-amp-gradscaler-default-device.patch``."""
+    return patch.name.removesuffix(".patch")
+
+
+def branch_name(patch: Patch) -> str:
+    """``device-agnostic/<NNNN-topic>``."""
+    return BRANCH_PREFIX + topic(patch)
+
+
+def labels(message: Message) -> list[str]:
+    """Suggested labels: the module of the [area], ``open source``, a release-notes label."""
+    area = message.area.lower()
+    result = [MODULE_LABELS.get(area, f"module: {area}" if area else "")]
+    result += [
+        "open source",
+        RELEASE_NOTES.get(area, f"release notes: {area or 'python_frontend'}"),
+    ]
+    return [label for label in result if label]
+
+
+def _fixes_line(message: Message) -> str:
+    bug = message.trailers.get("Bug", "").strip()
+    match = _ISSUE_RE.search(bug)
+    if match:
+        return f"Fixes #{match.group(1) or match.group(2)}"
+    return "Fixes: no upstream issue"
+
+
+def _verify_entry(report: object, patch: Patch) -> object | None:
+    """The verify JSON's record of ``patch`` (matched by file name or topic), if any."""
+    entries: list = []
+    if isinstance(report, dict):
+        for key in ("patches", "results"):
+            if isinstance(report.get(key), list):
+                entries = report[key]
+                break
+        else:
+            if patch.name in report:
+                return report[patch.name]
+            if topic(patch) in report:
+                return report[topic(patch)]
+    elif isinstance(report, list):
+        entries = report
+    for entry in entries:
+        if isinstance(entry, dict) and any(
+            str(entry.get(key, "")).removesuffix(".patch") == topic(patch)
+            for key in ("patch", "name", "file")
+        ):
+            return entry
+    return None
+
+
+def _evidence(patch: Patch, verify: object | None, verify_path: Path | None) -> str:
+    if verify is None:
+        return (
+            "Fail-before/pass-after evidence: run `scripts/patches verify` (it runs this patch's "
+            "test against stock torch, where it must fail, and with the patch, where it must "
+            "pass) and paste its table here before marking the PR ready for review."
+        )
+    entry = _verify_entry(verify, patch)
+    if entry is None:
+        return (
+            f"`{verify_path}` has no record of {patch.name}: run `scripts/patches verify` "
+            "and paste its result here."
+        )
+    torch = verify.get("torch", "?") if isinstance(verify, dict) else "?"
+    lines = [
+        f"Fail-before/pass-after evidence from `scripts/patches verify --json` "
+        f"({verify_path.name}, torch {torch}):",
+        "",
+    ]
+    tests = entry.get("tests") if isinstance(entry, dict) else None
+    if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
+        return "\n".join([*lines, "```json", json.dumps(entry, indent=2, sort_keys=True), "```"])
+    for test in tests:
+        lines.append(f"- `{test.get('file', '?')}`")
+        for key, label in (
+            ("stock_neuron", "stock torch on a PrivateUse1 backend (must fail)"),
+            ("patched_neuron", "with the patch (must pass)"),
+            ("stock_cpu", "CPU, before"),
+            ("patched_cpu", "CPU, after"),
+        ):
+            run = test.get(key)
+            if isinstance(run, dict):
+                failing = run.get("failing") or []
+                extra = f" ({'; '.join(map(str, failing[:4]))})" if failing else ""
+                lines.append(f"  - {label}: {run.get('summary', run.get('outcome', '?'))}{extra}")
+    lines.append(f"- verdict: {entry.get('verdict', '?')}")
+    return "\n".join(lines)
+
+
+def body_markdown(
+    patch: Patch, verify: object | None = None, verify_path: Path | None = None
+) -> str:
+    """body.md in the shape of PyTorch's pull-request template."""
+    message = parse_message(patch)
+    summary = message.paragraphs[0] if message.paragraphs else message.subject
+    details = "\n\n".join(message.paragraphs[1:])
+    bc = next(
+        (
+            line.split(":", 1)[1].strip()
+            for p in message.paragraphs
+            for line in p.splitlines()
+            if line.lower().startswith("bc-breaking:")
+        ),
+        "none",
+    )
+    plan = message.test_plan or "(the patch body has no test plan)"
+    parts = [
+        _fixes_line(message),
+        "## Summary",
+        summary,
+    ]
+    if details:
+        parts += ["### Details", details]
+    parts += [
+        "## Test plan",
+        plan,
+        _evidence(patch, verify, verify_path),
+        "## BC-breaking",
+        f"BC-breaking: {bc}",
+    ]
+    links = [f"- {k}: {message.trailers[k]}" for k in TRAILER_KEYS if k in message.trailers]
+    if links:
+        parts += ["## Related", "\n".join(links)]
+    parts += [
+        "## How this change was produced",
+        "This change was produced with AI assistance (the code change, its test and this "
+        "description). A person reviewed the change, the test and the fail-before/pass-after "
+        "evidence before submission and is responsible for it, as PyTorch's contribution "
+        "policy on generated code requires; the pull request stays a draft until then.",
+        f"Reviewed by: {REVIEWER_PLACEHOLDER}",
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | None) -> str:
+    """commands.sh: the exact push and draft-PR commands. Written, never run."""
+    branch = branch_name(patch)
+    head = f"{head_owner}:{branch}" if head_owner else branch
+    push = ["git", "push", remote, branch]
+    create = [
+        "gh", "pr", "create", "--draft", "--repo", "pytorch/pytorch",
+        "--title", parse_message(patch).subject,
+        "--body-file", str(folder / "body.md"),
+        "--base", "main", "--head", head,
+    ]  # fmt: skip
+    for label in labels(parse_message(patch)):
+        create += ["--label", label]
+    guard = shlex.join(["grep", "-qF", REVIEWER_PLACEHOLDER, str(folder / "body.md")])
+    return (
+        "#!/usr/bin/env bash\n"
+        "# Written by `scripts/patches export`; never run by it. Review body.md first.\n"
+        "# Run from the PyTorch checkout the branch was made in.\n"
+        "set -euo pipefail\n"
+        f"if {guard}; then\n"
+        '  echo "fill in the reviewer in body.md (How this change was produced) first" >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        f"{shlex.join(push)}\n"
+        f"{shlex.join(create)}\n"
+    )
+
+
+def _check_inputs(series: Series, root: Path, out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BadInput(f"{out}: the output folder exists and is not empty")
+    if not (root / ".git").exists():
+        raise BadInput(f"{root}: not a git checkout (no .git)")
+    if _git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode != 0:
+        raise BadInput(f"{root}: not a git checkout")
+    dirty = _dirty(root)
+    if dirty:
+        raise BadInput(
+            f"{root}: the checkout has uncommitted changes; commit or stash them first:\n  "
+            + "\n  ".join(dirty[:20])
+        )
+    busy = _operation_in_progress(root)
+    if busy:
+        raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
+    base = series.base.commit
+    if _git(root, "cat-file", "-e", f"{base}^{{commit}}", check=False).returncode != 0:
+        raise BadInput(
+            f"{root}: the series' base commit {base} (torch {series.base.version}) is not in "
+            "this checkout; fetch it, or refresh the series onto this checkout's version"
+        )
+    for patch in series.patches:
+        if _branch_exists(root, branch_name(patch)):
+            raise BadInput(f"{root}: branch {branch_name(patch)} already exists; delete it first")
+
+
+def _base_reader(root: Path, commit: str):  # noqa: ANN202
+    def read(path: str) -> bytes | None:
+        result = subprocess.run(
+            ["git", "-C", str(root), "show", f"{commit}:{path}"], capture_output=True, check=False
+        )
+        return result.stdout if result.returncode == 0 else None
+
+    return read
+
+
+def _check_applies(series: Series, root: Path, stack: bool) -> None:
+    """Zero-fuzz dry run on the base: the whole series (stacked) or each patch alone."""
+    read = _base_reader(root, series.base.commit)
+    groups = [series.patches] if stack else [(p,) for p in series.patches]
+    for group in groups:
+        plan = plan_series(Series(series.directory, series.base, group), read, lambda _: "target")
+        for outcome in plan.outcomes:
+            if outcome.state == "applies":
+                continue
+            how = "in the stacked series" if stack else "alone on the base (depends on another?)"
+            hint = "" if stack else "; export with --stack to make each branch on the previous"
+            raise Conflict(
+                f"{outcome.patch.name}: does not apply {how}{hint}\n{outcome.describe()}"
+            )
+
+
+def export(
+    series: Series,
+    checkout: Path,
+    out: Path,
+    *,
+    stack: bool = False,
+    verify_json: Path | None = None,
+    remote: str = "origin",
+    head_owner: str | None = None,
+) -> list[str]:
+    """Make the branches and the folders; returns the lines to print.
+
+    Raises BadInput (not a checkout, dirty, no base commit, output folder not empty, branch
+    exists, unreadable verify JSON) or Conflict (a patch does not apply); the checkout and the
+    output folder are then as before.
+    """
+    root = Path(checkout).resolve()
+    out = Path(out).resolve()
+    if not root.is_dir():
+        raise BadInput(f"{root}: not a directory")
+    _check_inputs(series, root, out)
+    verify = None
+    if verify_json is not None:
+        try:
+            verify = json.loads(Path(verify_json).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BadInput(f"{verify_json}: cannot read the verify JSON: {exc}") from exc
+    _check_applies(series, root, stack)
+    made: list[str] = []
+    ok = False
+    created_out = not out.exists()
+    worktree = Path(tempfile.mkdtemp(prefix="patches-export-")) / "tree"
+    try:
+        _git(root, "worktree", "add", "-q", "--detach", str(worktree), series.base.commit)
+        for patch in series.patches:
+            branch = branch_name(patch)
+            start = "HEAD" if stack else series.base.commit
+            _git(worktree, "checkout", "-q", "-b", branch, start)
+            made.append(branch)
+            am = subprocess.run(
+                ["git", "-C", str(worktree), "am", "-3", "-k", "--quiet", str(patch.path)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if am.returncode != 0:
+                _git(worktree, "am", "--abort", check=False)
+                raise Conflict(
+                    f"{patch.name}: git am -3 -k failed:\n{am.stdout.strip()}\n"
+                    f"{am.stderr.strip()}".rstrip()
+                )
+        lines = []
+        for patch in series.patches:
+            folder = out / topic(patch)
+            folder.mkdir(parents=True)
+            message = parse_message(patch)
+            (folder / "title.txt").write_text(message.subject + "\n", encoding="utf-8")
+            (folder / "body.md").write_text(
+                body_markdown(patch, verify, verify_json), encoding="utf-8"
+            )
+            (folder / "labels.txt").write_text("\n".join(labels(message)) + "\n", "utf-8")
+            script = folder / "commands.sh"
+            script.write_text(commands_script(patch, folder, remote, head_owner), "utf-8")
+            script.chmod(0o755)
+            commit = _git(root, "rev-parse", "--short", branch_name(patch)).stdout.strip()
+            lines.append(f"{patch.name}: branch {branch_name(patch)} ({commit}), {folder}")
+        ok = True
+    finally:
+        # The worktree first: git refuses to delete a branch checked out in one.
+        removed = _git(root, "worktree", "remove", "--force", str(worktree), check=False)
+        shutil.rmtree(worktree.parent, ignore_errors=True)
+        if removed.returncode != 0:
+            _git(root, "worktree", "prune", check=False)
+        if not ok:
+            for branch in made:
+                _git(root, "branch", "-q", "-D", branch, check=False)
+            if created_out:
+                shutil.rmtree(out, ignore_errors=True)
+            elif out.is_dir():
+                for child in out.iterdir():
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+    how = "stacked, each on the previous" if stack else f"each on the base {series.base.short}"
+    lines.append(
+        f"exported {len(series.patches)} patches ({how}); nothing was pushed. Review each "
+        "body.md, then run its commands.sh to push and open a draft PR."
+    )
+    return lines

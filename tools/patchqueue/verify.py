@@ -1,0 +1,434 @@
+"""``verify``: prove each patch of the series on neuron: its tests fail on stock torch and pass with
+the series applied, and their CPU variants pass on both.
+
+The installed torch is never modified. A scratch "shadow" torch is built in a temporary folder:
+every ``torch/**/*.py`` of the installed package is copied, everything else (``lib/``,
+``include/``, ``_C*.so``, ...) is a symlink to the installed file, so ``PYTHONPATH=<tmp>`` imports
+the shadow's Python code with the one set of native libraries. The series is overlaid on the shadow
+(the overlay machinery, with its tests folder ``<tmp>/test``); each patch's test files (the
+``test/*.py`` files it adds) then run as ``python FILE`` (they call ``run_tests()``):
+
+- stock on neuron: no PYTHONPATH; the tests must FAIL (tests ran, some failed or errored);
+- patched on neuron: ``PYTHONPATH=<tmp>``; the tests must PASS (at least one not skipped);
+- cpu regression: ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, stock and patched; both must pass.
+
+A patch is "proven" when all three hold for every test file it adds; "unproven" when it adds no
+test or its tests do not fail on stock torch; "failed" otherwise. Nothing here imports torch or
+the neuron backend: torch runs only in subprocesses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tools.patchqueue.engine import plan_series
+from tools.patchqueue.errors import BadInput
+from tools.patchqueue.overlay import apply_overlay
+from tools.patchqueue.series import Patch, Series
+from tools.patchqueue.targets import STATE_DIR_NAME, InstalledTorch
+
+DEFAULT_TIMEOUT = 300.0
+_RAN_RE = re.compile(r"^Ran (\d+) tests? in ", re.M)
+_OK_RE = re.compile(r"^OK(?: \((.*)\))?\s*$", re.M)
+_FAILED_RE = re.compile(r"^FAILED \((.*)\)\s*$", re.M)
+_CASE_RE = re.compile(r"^(FAIL|ERROR): (\S+)", re.M)
+
+# Run in the shadow's interpreter: where torch comes from, whether neuron loaded, and which
+# libtorch files are mapped (one each, the installed ones, or two copies are loaded).
+_PROBE = """
+import json, torch
+maps = set()
+with open("/proc/self/maps") as f:
+    for line in f:
+        path = line.split()[-1] if len(line.split()) >= 6 else ""
+        if "/libtorch" in path or "/libc10" in path:
+            maps.add(path)
+print(json.dumps({
+    "torch": torch.__file__,
+    "backend": torch._C._get_privateuse1_backend_name(),
+    "neuron": hasattr(torch, "neuron") and torch.neuron.is_available(),
+    "libs": sorted(maps),
+}))
+"""
+
+
+def installed_torch(python: str = sys.executable) -> InstalledTorch:
+    """The torch package ``python`` imports with no PYTHONPATH (found without importing it)."""
+    code = "import importlib.util as u; s = u.find_spec('torch'); print(s.origin if s else '')"
+    env = _env(pythonpath=None)
+    out = subprocess.run(
+        [python, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    origin = out.stdout.strip()
+    if out.returncode != 0 or not origin:
+        raise BadInput(f"{python}: cannot find an installed torch ({out.stderr.strip()})")
+    return InstalledTorch(Path(origin).parent)
+
+
+def _env(pythonpath: str | None, autoload: bool = True) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    if autoload:
+        env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
+    else:
+        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    if pythonpath is None:  # stock: never write __pycache__ into the installed torch
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:  # the shadow keeps its own bytecode (its folders are real folders)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def build_shadow(real: Path, root: Path) -> Path:
+    """Make ``root/torch``: copies of every ``.py`` of ``real``, symlinks to everything else.
+
+    A folder holding no ``.py`` file anywhere below it is one symlink; ``__pycache__`` is left
+    out. Returns ``root/torch``.
+    """
+    real = real.resolve()
+    has_py: set[Path] = set()
+    for folder, dirs, files in os.walk(real):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        if any(name.endswith(".py") for name in files):
+            path = Path(folder)
+            while path not in has_py and path != real.parent:
+                has_py.add(path)
+                path = path.parent
+    shadow = root / "torch"
+    for folder, dirs, files in os.walk(real):
+        src = Path(folder)
+        dest = shadow / src.relative_to(real)
+        dest.mkdir(parents=True, exist_ok=True)
+        keep = []
+        for name in dirs:
+            if name == "__pycache__":
+                continue
+            if src / name in has_py and not (src / name).is_symlink():
+                keep.append(name)
+            else:
+                os.symlink(src / name, dest / name)
+        dirs[:] = keep
+        for name in files:
+            if name.endswith(".py") and not (src / name).is_symlink():
+                shutil.copy2(src / name, dest / name)
+            else:
+                os.symlink(src / name, dest / name)
+    return shadow
+
+
+def _check_inside(series: Series, target: InstalledTorch, root: Path) -> None:
+    """Refuse unless every file the overlay writes is a real (copied) file of the shadow.
+
+    A write through a symlink would change the installed torch.
+    """
+    plan = plan_series(series, target.read, target.scope)
+    real_root = root.resolve()
+    for path in plan.files:
+        if target.scope(path) != "target":
+            continue
+        dest = target.site_packages / path
+        probe = dest if dest.exists() or dest.is_symlink() else dest.parent
+        while not probe.exists() and not probe.is_symlink():
+            probe = probe.parent
+        if probe.is_symlink() or real_root not in probe.resolve().parents:
+            raise BadInput(f"{path}: in the shadow torch this is a link to the installed torch")
+
+
+@dataclass
+class Run:
+    """One run of one test file."""
+
+    outcome: str  # "passed", "failed" (tests ran, some failed), "error" (no result), "timeout"
+    returncode: int | None
+    ran: int
+    skipped: int
+    seconds: float
+    summary: str
+    failing: list[str] = field(default_factory=list)
+    tail: str = ""
+
+
+def run_test_file(path: Path, env: dict[str, str], cwd: Path, timeout: float) -> Run:
+    """Run ``python path`` (a file calling run_tests()) and classify its result."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(path)],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"") + (exc.stderr or b"")
+        text = out.decode(errors="replace") if isinstance(out, bytes) else out
+        return Run(
+            "timeout",
+            None,
+            0,
+            0,
+            time.monotonic() - start,
+            f"timeout {timeout:g}s",
+            tail=text[-2000:],
+        )
+    seconds = time.monotonic() - start
+    text = proc.stdout + proc.stderr
+    ran_match = _RAN_RE.search(text)
+    ran = int(ran_match.group(1)) if ran_match else 0
+    ok = _OK_RE.search(text)
+    failed = _FAILED_RE.search(text)
+    detail = (ok or failed).group(1) if (ok or failed) else None
+    skipped = int(m.group(1)) if detail and (m := re.search(r"skipped=(\d+)", detail)) else 0
+    failing = [f"{kind}: {name}" for kind, name in _CASE_RE.findall(text)]
+    if proc.returncode == 0 and ok and ran_match:
+        outcome, summary = "passed", f"OK ({ran - skipped} passed, {skipped} skipped)"
+    elif proc.returncode != 0 and failed and ran_match:
+        outcome, summary = "failed", f"FAILED ({detail})"
+    else:
+        outcome, summary = "error", f"exit {proc.returncode}, no unittest result"
+    return Run(outcome, proc.returncode, ran, skipped, seconds, summary, failing, text[-2000:])
+
+
+@dataclass
+class TestResult:
+    """The four runs of one test file."""
+
+    file: str
+    stock_neuron: Run
+    patched_neuron: Run
+    stock_cpu: Run
+    patched_cpu: Run
+
+
+@dataclass
+class PatchVerdict:
+    """One patch: its test files, their runs and the verdict (proven / unproven / failed)."""
+
+    patch: str
+    subject: str
+    verdict: str = "unproven"
+    reasons: list[str] = field(default_factory=list)
+    tests: list[TestResult] = field(default_factory=list)
+
+    def cells(self) -> tuple[str, str, str, str]:
+        """The table's columns: stock on neuron, patched on neuron, cpu regression, verdict."""
+        if not self.tests:
+            return "-", "-", "-", self.verdict
+        stock = "; ".join(t.stock_neuron.summary for t in self.tests)
+        patched = "; ".join(t.patched_neuron.summary for t in self.tests)
+        cpu_ok = all(
+            r.outcome == "passed" for t in self.tests for r in (t.stock_cpu, t.patched_cpu)
+        )
+        cpu = (
+            "pass before/after"
+            if cpu_ok
+            else "; ".join(
+                f"before {t.stock_cpu.summary}, after {t.patched_cpu.summary}" for t in self.tests
+            )
+        )
+        return stock, patched, cpu, self.verdict
+
+
+def _judge(verdict: PatchVerdict) -> None:
+    if not verdict.tests:
+        verdict.verdict = "unproven"
+        verdict.reasons.append("the patch adds no test file under test/")
+        return
+    reasons = []
+    unproven = False
+    for t in verdict.tests:
+        if t.stock_neuron.outcome != "failed":
+            unproven = True
+            reasons.append(f"{t.file}: does not fail on stock torch ({t.stock_neuron.summary})")
+        run = t.patched_neuron
+        if run.outcome != "passed" or run.ran - run.skipped <= 0:
+            reasons.append(f"{t.file}: does not pass with the series ({run.summary})")
+        for name, cpu in (("stock", t.stock_cpu), ("patched", t.patched_cpu)):
+            if cpu.outcome != "passed":
+                reasons.append(f"{t.file}: cpu regression on {name} torch ({cpu.summary})")
+    verdict.reasons = reasons
+    verdict.verdict = "unproven" if unproven else ("failed" if reasons else "proven")
+
+
+def _test_files(patch: Patch) -> list[str]:
+    return [
+        f.path
+        for f in patch.files
+        if f.status == "added" and f.path.startswith("test/") and f.path.endswith(".py")
+    ]
+
+
+def probe_shadow(root: Path, real: InstalledTorch) -> dict:
+    """Check the shadow imports from ``root`` with neuron and one copy of the installed libtorch."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        env=_env(str(root)),
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise BadInput(f"the shadow torch in {root} does not import:\n{proc.stderr[-2000:]}")
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    problems = []
+    if not Path(info["torch"]).resolve().is_relative_to((root / "torch").resolve()):
+        problems.append(f"torch came from {info['torch']}, not the shadow")
+    if info["backend"] != "neuron" or not info["neuron"]:
+        problems.append(f"the neuron backend did not load (backend {info['backend']!r})")
+    real_lib = (real.torch_dir / "lib").resolve()
+    names: dict[str, list[str]] = {}
+    for lib in info["libs"]:
+        names.setdefault(Path(lib).name, []).append(lib)
+    for name, paths in names.items():
+        if len(paths) > 1 or not Path(paths[0]).resolve().is_relative_to(real_lib):
+            if name.startswith(("libtorch", "libc10")) and "neuron" not in name:
+                problems.append(f"{name} loaded from {paths}, expected once from {real_lib}")
+    if problems:
+        raise BadInput("the shadow torch is unusable: " + "; ".join(problems))
+    return info
+
+
+def hash_files(torch_dir: Path, series: Series) -> dict[str, str | None]:
+    """sha256 of every ``torch/`` file the series touches in the installed torch (None: absent)."""
+    result: dict[str, str | None] = {}
+    for patch in series.patches:
+        for fpatch in patch.files:
+            if fpatch.path.startswith("torch/"):
+                path = torch_dir.parent / fpatch.path
+                result[fpatch.path] = (
+                    hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+                )
+    return result
+
+
+@dataclass
+class Report:
+    """The whole verification: per patch verdicts, the shadow probe and timings."""
+
+    series: str
+    torch: str
+    verdicts: list[PatchVerdict]
+    seconds: float
+    probe: dict
+
+    @property
+    def all_proven(self) -> bool:
+        """True when every patch is proven."""
+        return all(v.verdict == "proven" for v in self.verdicts)
+
+    def to_json(self) -> dict:
+        """The report as plain data (what ``--json`` writes)."""
+        return {
+            "series": self.series,
+            "torch": self.torch,
+            "seconds": round(self.seconds, 1),
+            "all_proven": self.all_proven,
+            "shadow_probe": self.probe,
+            "patches": [asdict(v) for v in self.verdicts],
+        }
+
+    def table(self) -> list[str]:
+        """A markdown table: patch | stock on neuron | patched on neuron | cpu regression |
+        verdict, then the reasons of every patch not proven."""
+        head = ("patch", "stock on neuron", "patched on neuron", "cpu regression", "verdict")
+        rows = [(v.patch, *v.cells()) for v in self.verdicts]
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+        def line(row: tuple[str, ...]) -> str:
+            return "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |"
+
+        out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+        out += [line(r) for r in rows]
+        for v in self.verdicts:
+            out += [f"{v.patch}: {v.verdict}: {reason}" for reason in v.reasons]
+        proven = sum(v.verdict == "proven" for v in self.verdicts)
+        out.append(f"{proven}/{len(self.verdicts)} patches proven in {self.seconds:.1f}s")
+        return out
+
+
+def verify_series(
+    series: Series,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    jobs: int = 2,
+    torch: InstalledTorch | None = None,
+    keep: Path | None = None,
+) -> Report:
+    """Verify every patch of ``series`` against the installed torch (unchanged throughout).
+
+    Raises BadInput when the installed torch is not the base or already carries an overlay, or
+    when the shadow torch is unusable.
+    """
+    start = time.monotonic()
+    real = torch or installed_torch()
+    real.check_base(series.base)
+    if (real.site_packages / STATE_DIR_NAME).exists():
+        raise BadInput(
+            f"{real.torch_dir}: a series is applied to the installed torch; stock runs would not "
+            "be stock (scripts/patches revert it first)"
+        )
+    before = hash_files(real.torch_dir, series)
+    if keep is not None:
+        root = Path(keep).resolve()
+        try:
+            root.mkdir(parents=True)
+        except FileExistsError as exc:
+            raise BadInput(f"{root}: --keep needs a folder that does not exist yet") from exc
+    else:
+        root = Path(tempfile.mkdtemp(prefix="patches-verify-")).resolve()
+    try:
+        build_shadow(real.torch_dir, root)
+        shadow = InstalledTorch(root / "torch")
+        _check_inside(series, shadow, root)
+        apply_overlay(series, shadow, root / "test")
+        probe = probe_shadow(root, real)
+        work = root / "cwd"
+        work.mkdir()
+        verdicts = [PatchVerdict(p.name, p.subject) for p in series.patches]
+        jobs_list = []
+        for verdict, patch in zip(verdicts, series.patches, strict=True):
+            for test in _test_files(patch):
+                path = root / test
+                runs = [
+                    (path, _env(None), work, timeout),
+                    (path, _env(str(root)), work, timeout),
+                    (path, _env(None, autoload=False), work, timeout),
+                    (path, _env(str(root), autoload=False), work, timeout),
+                ]
+                jobs_list.append((verdict, test, runs))
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [
+                (verdict, test, [pool.submit(run_test_file, *args) for args in runs])
+                for verdict, test, runs in jobs_list
+            ]
+            for verdict, test, fs in futures:
+                results = [f.result() for f in fs]
+                verdict.tests.append(TestResult(test, *results))
+        for verdict in verdicts:
+            _judge(verdict)
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    after = hash_files(real.torch_dir, series)
+    if before != after:  # pragma: no cover - a bug in the shadow, never expected
+        raise BadInput(f"the installed torch changed during verify: {before} != {after}")
+    return Report(
+        str(series.directory), str(real.torch_dir), verdicts, time.monotonic() - start, probe
+    )
