@@ -1,0 +1,90 @@
+"""Settings from ``[tool.device-agnostic.scan]`` in the nearest pyproject.toml.
+
+::
+
+    [tool.device-agnostic.scan]
+    select = ["DA1"]          # ids or id prefixes; default: every rule
+    ignore = ["DA109"]
+    exclude = ["third_party", "tests/fixtures/*"]
+
+The file is looked for upward from the first path scanned. Command-line ``--select`` replaces
+the configured list; ``--ignore`` and ``--exclude`` add to it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .rules import ALL_RULES, Rule
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the file and the key."""
+
+
+@dataclass
+class Config:
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    source: str | None = None
+
+    def enabled(self, rule_id: str) -> bool:
+        """Whether ``rule_id`` is reported: selected (or no selection) and not ignored; the
+        longer matching prefix wins, as in ruff (``select=["DA1"], ignore=["DA10"]``)."""
+        selected = _longest_prefix(rule_id, self.select) if self.select else 0
+        ignored = _longest_prefix(rule_id, self.ignore)
+        if self.select and selected < 0:
+            return False
+        return ignored < 0 or selected > ignored
+
+    def rules(self, rules: Sequence[Rule] = ALL_RULES) -> list[Rule]:
+        return [rule for rule in rules if self.enabled(rule.id)]
+
+
+def _longest_prefix(rule_id: str, prefixes: Iterable[str]) -> int:
+    lengths = [len(p) for p in prefixes if rule_id.startswith(p.upper())]
+    return max(lengths, default=-1)
+
+
+def find_pyproject(start: str) -> str | None:
+    """The nearest pyproject.toml at or above ``start`` (a file or a directory)."""
+    directory = os.path.abspath(start)
+    if not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    while True:
+        candidate = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(candidate):
+            return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def load_config(start: str) -> Config:
+    """The configuration that applies to ``start``; defaults when there is none."""
+    path = find_pyproject(start)
+    if path is None:
+        return Config()
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    table = data.get("tool", {}).get("device-agnostic", {}).get("scan", {})
+    config = Config(source=path)
+    for key in ("select", "ignore", "exclude"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(
+                f"{path}: [tool.device-agnostic.scan] {key} must be a list of strings"
+            )
+        setattr(config, key, list(value))
+    unknown = set(table) - {"select", "ignore", "exclude"}
+    if unknown:
+        raise ConfigError(f"{path}: [tool.device-agnostic.scan] unknown keys: {sorted(unknown)}")
+    return config

@@ -1,0 +1,64 @@
+"""DA101: ``torch.cuda.X`` where a device-generic API does the same."""
+
+from __future__ import annotations
+
+from .base import REVIEW, SAFE, QualnameRule
+
+_ACC = "torch.accelerator"
+_MOD = "torch.get_device_module(torch.accelerator.current_accelerator())"
+
+_GENERIC: dict[str, tuple[str, str]] = {
+    "is_available": (f"{_ACC}.is_available", SAFE),
+    "device_count": (f"{_ACC}.device_count", SAFE),
+    "current_device": (f"{_ACC}.current_device_index", SAFE),
+    "set_device": (f"{_ACC}.set_device_index", SAFE),
+    "device": (f"{_ACC}.device_index", REVIEW),
+    "synchronize": (f"{_ACC}.synchronize", SAFE),
+    "current_stream": (f"{_ACC}.current_stream", SAFE),
+    "set_stream": (f"{_ACC}.set_stream", SAFE),
+    "stream": (f"{_MOD}.stream", REVIEW),
+    "Stream": ("torch.Stream", REVIEW),
+    "Event": ("torch.Event", REVIEW),
+    "empty_cache": (f"{_ACC}.empty_cache", SAFE),
+    "memory_allocated": (f"{_ACC}.memory_allocated", SAFE),
+    "max_memory_allocated": (f"{_ACC}.max_memory_allocated", SAFE),
+    "memory_reserved": (f"{_ACC}.memory_reserved", SAFE),
+    "max_memory_reserved": (f"{_ACC}.max_memory_reserved", SAFE),
+    "memory_stats": (f"{_ACC}.memory_stats", SAFE),
+    "reset_peak_memory_stats": (f"{_ACC}.reset_peak_memory_stats", SAFE),
+    "reset_accumulated_memory_stats": (f"{_ACC}.reset_accumulated_memory_stats", SAFE),
+    "mem_get_info": (f"{_MOD}.mem_get_info", REVIEW),
+    "manual_seed": (f"{_MOD}.manual_seed", SAFE),
+    "manual_seed_all": (f"{_MOD}.manual_seed_all", SAFE),
+    "get_rng_state": (f"{_MOD}.get_rng_state", SAFE),
+    "set_rng_state": (f"{_MOD}.set_rng_state", SAFE),
+    "is_bf16_supported": (f"{_MOD}.is_bf16_supported", REVIEW),
+    "get_device_name": (f"{_MOD}.get_device_name", REVIEW),
+    "get_device_properties": (f"{_MOD}.get_device_properties", REVIEW),
+}
+
+
+class CudaApiWithGenericEquivalent(QualnameRule):
+    """``torch.cuda.X`` where ``torch.accelerator`` (or the device module) does the same.
+
+    Before::
+
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+
+    After::
+
+        if torch.accelerator.is_available():
+            torch.accelerator.synchronize()
+    """
+
+    id = "DA101"
+    name = "cuda-api-with-generic-equivalent"
+    summary = "torch.cuda API with a device-generic equivalent"
+    why = (
+        "torch.cuda.* only ever talks to CUDA: on XPU, MPS or a PrivateUse1 backend the code "
+        "silently reports no device or fails. torch.accelerator and torch.get_device_module() "
+        "do the same on whichever accelerator is present, and the same as before on CUDA."
+    )
+    fix_safety = SAFE
+    targets = {f"torch.cuda.{name}": value for name, value in _GENERIC.items()}

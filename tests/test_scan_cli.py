@@ -1,0 +1,128 @@
+"""da-scan end to end: exit status, formats, configuration and every core."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from device_agnostic.scan.cli import main
+from device_agnostic.scan.parallel import scan_files
+
+FIXTURES = Path(__file__).parent / "scan_fixtures"
+
+
+def test_clean_code_exits_0(tmp_path: Path, capsys) -> None:
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    assert main([str(tmp_path)]) == 0
+    assert "All checks passed." in capsys.readouterr().out
+
+
+def test_findings_exit_1(capsys) -> None:
+    assert main([str(FIXTURES / "DA101.py"), "--format", "json"]) == 1
+    assert {item["rule"] for item in json.loads(capsys.readouterr().out)} == {"DA101"}
+
+
+def test_syntax_error_exits_1_and_the_scan_continues(tmp_path: Path, capsys) -> None:
+    (tmp_path / "bad.py").write_text("def f(:\n")
+    (tmp_path / "ok.py").write_text("torch.cuda.synchronize()\n")
+    assert main([str(tmp_path), "--format", "json"]) == 1
+    rules = sorted(item["rule"] for item in json.loads(capsys.readouterr().out))
+    assert rules == ["DA101", "DA901"]
+
+
+def test_unreadable_input_exits_2_and_the_rest_is_still_reported(tmp_path: Path, capsys) -> None:
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "m.py").write_text("x.cuda()\n")
+    os.symlink("loop.py", tmp_path / "loop.py")
+    assert main([str(tmp_path), "--format", "json"]) == 2
+    rules = sorted(item["rule"] for item in json.loads(capsys.readouterr().out))
+    assert rules == ["DA102", "DA903", "DA904"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_file_without_read_permission_exits_2(tmp_path: Path) -> None:
+    target = tmp_path / "secret.py"
+    target.write_text("x = 1\n")
+    target.chmod(0)
+    assert main([str(target)]) == 2
+
+
+def test_usage_error_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--format", "xml", "."])
+    assert exit_info.value.code == 2
+
+
+def test_cli_select_ignore_exclude(tmp_path: Path, capsys) -> None:
+    (tmp_path / "m.py").write_text('x.cuda()\ntorch.cuda.synchronize()\ny.to("cuda")\n')
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "g.py").write_text("x.cuda()\n")
+
+    def rules(*args: str) -> list[str]:
+        main([str(tmp_path), "--format", "json", *args])
+        return sorted(item["rule"] for item in json.loads(capsys.readouterr().out))
+
+    assert rules() == ["DA101", "DA102", "DA102", "DA103"]
+    assert rules("--select", "DA101,DA103") == ["DA101", "DA103"]
+    assert rules("--ignore", "DA102") == ["DA101", "DA103"]
+    assert rules("--exclude", "gen") == ["DA101", "DA102", "DA103"]
+
+
+def test_pyproject_configuration_applies(tmp_path: Path, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.device-agnostic.scan]\nignore = ["DA101"]\nexclude = ["gen"]\n'
+    )
+    (tmp_path / "m.py").write_text("x.cuda()\ntorch.cuda.synchronize()\n")
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "g.py").write_text("x.cuda()\n")
+    assert main([str(tmp_path), "--format", "json"]) == 1
+    assert [item["rule"] for item in json.loads(capsys.readouterr().out)] == ["DA102"]
+
+
+def test_bad_configuration_exits_2(tmp_path: Path, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.device-agnostic.scan]\nselect = "DA1"\n')
+    assert main([str(tmp_path)]) == 2
+    assert "must be a list" in capsys.readouterr().err
+
+
+def test_selection_never_hides_an_unparsed_file(tmp_path: Path, capsys) -> None:
+    (tmp_path / "bad.py").write_text("def f(:\n")
+    assert main([str(tmp_path), "--select", "DA101", "--format", "json"]) == 1
+    assert [item["rule"] for item in json.loads(capsys.readouterr().out)] == ["DA901"]
+
+
+def test_pool_finds_what_one_process_finds(tmp_path: Path) -> None:
+    paths = []
+    for i in range(80):
+        path = tmp_path / f"m{i}.py"
+        path.write_text("x.cuda()\n" * (i % 3) + ("def f(:\n" if i == 7 else ""))
+        paths.append(str(path))
+    rule_ids = ["DA102"]
+    assert sorted(scan_files(paths, rule_ids, jobs=4)) == sorted(scan_files(paths, rule_ids, 1))
+
+
+def test_python_dash_m_and_console_script(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text("x.cuda()\n")
+    module = subprocess.run(
+        [sys.executable, "-m", "device_agnostic.scan", str(tmp_path), "--format", "github"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert module.returncode == 1 and module.stdout.startswith("::warning file=")
+    script = Path(sys.executable).with_name("da-scan")
+    if script.exists():
+        result = subprocess.run([str(script), str(tmp_path)], capture_output=True, check=False)
+        assert result.returncode == 1
+
+
+def test_input_diagnostics_are_hidden_only_when_named(tmp_path: Path, capsys) -> None:
+    (tmp_path / "bad.py").write_text("def f(:\n")
+    assert main([str(tmp_path), "--ignore", "DA", "--format", "json"]) == 1
+    assert [item["rule"] for item in json.loads(capsys.readouterr().out)] == ["DA901"]
+    assert main([str(tmp_path), "--ignore", "DA901", "--format", "json"]) == 0

@@ -1,0 +1,107 @@
+"""Every rule flags exactly the lines its fixture marks, and documents itself."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from device_agnostic.scan import ALL_RULES, scan_file, scan_source
+from device_agnostic.scan.rules import REVIEW, SAFE
+
+FIXTURES = Path(__file__).parent / "scan_fixtures"
+EXPECT = re.compile(r"#\s*expect:\s*(?P<ids>[A-Z0-9, ]+)")
+
+
+def expected_findings(path: Path) -> list[tuple[int, str]]:
+    expected = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        match = EXPECT.search(line)
+        if match:
+            expected += [(number, rule) for rule in re.split(r"[ ,]+", match["ids"].strip())]
+    return sorted(expected)
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
+def test_fixture_flags_exactly_the_expected_lines(fixture: Path) -> None:
+    found = sorted((f.line, f.rule) for f in scan_file(str(fixture)))
+    expected = expected_findings(fixture)
+    assert found == expected, (
+        f"{fixture.name}: unexpected {sorted(set(found) - set(expected))}, "
+        f"missing {sorted(set(expected) - set(found))}"
+    )
+
+
+def test_every_rule_has_a_fixture() -> None:
+    covered = {rule for path in FIXTURES.glob("*.py") for _, rule in expected_findings(path)}
+    assert {rule.id for rule in ALL_RULES} <= covered
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_rule_documents_itself(rule) -> None:
+    assert re.fullmatch(r"DA1\d\d", rule.id)
+    assert rule.name and rule.summary and len(rule.why) > 40
+    assert rule.fix_safety in (SAFE, REVIEW)
+    doc = rule.__doc__ or ""
+    assert "Before::" in doc and "After::" in doc, f"{rule.id} lacks a before/after example"
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.id)
+def test_rule_flags_its_before_example_and_not_its_after_example(rule) -> None:
+    doc = rule.__doc__ or ""
+    before = textwrap.dedent(doc.split("Before::", 1)[1].split("After::", 1)[0])
+    after = textwrap.dedent(doc.split("After::", 1)[1])
+    findings = scan_source("before.py", before.encode(), [rule])
+    assert findings, f"{rule.id} does not flag its own 'before' example"
+    assert all(f.replacement and f.fix_safety in (SAFE, REVIEW) for f in findings)
+    # The "after" may still hold a CUDA-only name where no generic one exists (DA109).
+    after_findings = scan_source("after.py", after.encode(), [rule])
+    assert rule.id == "DA109" or not after_findings, after_findings
+
+
+def test_findings_carry_the_replacement_and_its_safety() -> None:
+    [finding] = scan_source("m.py", b"import torch as t\nt.cuda.current_device()\n")
+    assert (finding.line, finding.col, finding.rule) == (2, 1, "DA101")
+    assert finding.replacement == "torch.accelerator.current_device_index"
+    assert finding.fix_safety == SAFE
+    assert (finding.end_line, finding.end_col) == (2, len("t.cuda.current_device") + 1)
+
+
+def test_literal_with_an_index_keeps_the_index() -> None:
+    [finding] = scan_source("m.py", b'x.to("cuda:3")\n')
+    assert finding.replacement.endswith(", 3)")
+
+
+def test_scanner_does_not_import_torch() -> None:
+    code = (
+        "import sys, device_agnostic.scan.cli, device_agnostic.scan.report\n"
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith('device_agnostic.neuron')]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_dot_cuda_with_arguments_keeps_them_and_needs_review() -> None:
+    [finding] = scan_source("m.py", b"y = x.cuda(1, non_blocking=True)\n")
+    assert finding.replacement == (
+        "x.to(torch.device(torch.accelerator.current_accelerator().type, 1), non_blocking=True)"
+    )
+    assert finding.fix_safety == REVIEW
+
+
+def test_amp_call_is_replaced_whole_with_its_arguments() -> None:
+    source = b"from torch.cuda import amp\nwith amp.autocast(dtype=torch.bfloat16):\n    pass\n"
+    [finding] = scan_source("m.py", source)
+    assert (finding.rule, finding.col, finding.fix_safety) == ("DA105", 6, SAFE)
+    assert finding.replacement == (
+        "torch.amp.autocast(torch.accelerator.current_accelerator().type, dtype=torch.bfloat16)"
+    )
+
+
+def test_comparisons_of_unrelated_strings_are_not_flagged() -> None:
+    source = b'if node.attr == "cuda" or name == "nccl":\n    pass\n'
+    assert scan_source("m.py", source) == []
