@@ -20,12 +20,7 @@ from pathlib import Path
 
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
-from tools.patchqueue.gitqueue import (
-    _branch_exists,
-    _dirty,
-    _git,
-    _operation_in_progress,
-)
+from tools.patchqueue.gitqueue import _branch_exists, _git, require_clean_and_idle
 from tools.patchqueue.series import Patch, Series
 
 BRANCH_PREFIX = "device-agnostic/"
@@ -268,15 +263,7 @@ def _check_inputs(series: Series, root: Path, out: Path) -> None:
         raise BadInput(f"{root}: not a git checkout (no .git)")
     if _git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode != 0:
         raise BadInput(f"{root}: not a git checkout")
-    dirty = _dirty(root)
-    if dirty:
-        raise BadInput(
-            f"{root}: the checkout has uncommitted changes; commit or stash them first:\n  "
-            + "\n  ".join(dirty[:20])
-        )
-    busy = _operation_in_progress(root)
-    if busy:
-        raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
+    require_clean_and_idle(root)
     base = series.base.commit
     if _git(root, "cat-file", "-e", f"{base}^{{commit}}", check=False).returncode != 0:
         raise BadInput(

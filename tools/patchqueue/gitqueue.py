@@ -74,6 +74,20 @@ def _operation_in_progress(root: Path) -> str | None:
     return None
 
 
+def require_clean_and_idle(root: Path) -> None:
+    """Raise BadInput unless the checkout has no uncommitted changes and no git operation
+    (merge, rebase, am, ...) in progress."""
+    dirty = _dirty(root)
+    if dirty:
+        raise BadInput(
+            f"{root}: the checkout has uncommitted changes; commit or stash them first:\n  "
+            + "\n  ".join(dirty[:20])
+        )
+    busy = _operation_in_progress(root)
+    if busy:
+        raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
+
+
 def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
     """Commit the series on a new branch of ``target``; all or nothing.
 
@@ -91,15 +105,7 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
             f"{root}: the series was applied on branch {record['branch']} (from "
             f"{record['original_ref']}); run revert first"
         )
-    dirty = _dirty(root)
-    if dirty:
-        raise BadInput(
-            f"{root}: the checkout has uncommitted changes; commit or stash them first:\n  "
-            + "\n  ".join(dirty[:20])
-        )
-    busy = _operation_in_progress(root)
-    if busy:
-        raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
+    require_clean_and_idle(root)
     if _branch_exists(root, branch):
         raise BadInput(f"{root}: branch {branch} already exists; delete it or pass --branch")
     for patch in series.patches:
