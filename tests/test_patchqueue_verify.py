@@ -220,3 +220,12 @@ def test_verify_refuses_an_installed_torch_that_carries_an_overlay(tmp_path: Pat
     (target.site_packages / STATE_DIR_NAME).mkdir()
     with pytest.raises(BadInput, match="stock runs would not be stock"):
         verify_series(series, torch=target)
+
+
+def test_patch_tests_run_outside_pytorchs_ci_mode(monkeypatch):
+    # Under CI=true torch's run_tests wants xmlrunner and PyTorch's CI lists; verify must not.
+    from tools.patchqueue import verify
+
+    monkeypatch.setenv("CI", "true")
+    assert "CI" not in verify._env(None)
+    assert "CI" not in verify._env("/tmp/shadow", autoload=False)
