@@ -18,6 +18,7 @@ A manifest is ``backends/<name>.toml``::
     test = "test_views.py::test_as_strided_shares_storage"   # a node id suffix
     reason = "why it fails"
     link = "https://github.com/pytorch/pytorch/issues/..."   # where it is tracked
+    fixed_by = ["0001-....patch"]   # optional: the series patches that fix it (see patched.py)
 
 A capability that is absent is an expectation, not a skip: the tests then expect a clear error.
 """
@@ -54,6 +55,11 @@ class KnownFailure:
     test: str
     reason: str
     link: str
+    fixed_by: tuple[str, ...] = ()  # the series patches that make it pass
+
+    def fixed_in(self, applied: tuple[str, ...]) -> bool:
+        """True if every patch that fixes this failure is among ``applied``."""
+        return bool(self.fixed_by) and set(self.fixed_by) <= set(applied)
 
     def matches(self, nodeid: str) -> bool:
         """True if ``nodeid`` is this entry's test (the entry is a node id suffix)."""
@@ -137,7 +143,30 @@ def parse(text: str, backend: str, source: str) -> Manifest:
                 f"{source}: known_failures[{index}] lacks {sorted(missing)}: every known failure "
                 "needs the test, a reason and a link to where it is tracked."
             )
-        known.append(KnownFailure(test=entry["test"], reason=entry["reason"], link=entry["link"]))
+        fixed_by = entry.get("fixed_by", [])
+        if isinstance(fixed_by, str):
+            fixed_by = [fixed_by]
+        if not isinstance(fixed_by, list) or not all(
+            isinstance(name, str) and name.endswith(".patch") for name in fixed_by
+        ):
+            raise ManifestError(
+                f"{source}: known_failures[{index}].fixed_by must name patch files of the series "
+                f'(e.g. "0001-amp-gradscaler-default-device.patch"), not {fixed_by!r}.'
+            )
+        unknown_keys = set(entry) - {"test", "reason", "link", "fixed_by"}
+        if unknown_keys:
+            raise ManifestError(
+                f"{source}: known_failures[{index}] has unknown field(s) {sorted(unknown_keys)}; "
+                "known: test, reason, link, fixed_by."
+            )
+        known.append(
+            KnownFailure(
+                test=entry["test"],
+                reason=entry["reason"],
+                link=entry["link"],
+                fixed_by=tuple(fixed_by),
+            )
+        )
     return Manifest(backend, source, capabilities, tuple(known))
 
 

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck
 
 from . import manifest as manifests
 from .backend import Backend, default_backend_name, torch_version
+from .patched import applied_patches
 from .report import Result, write_json, write_markdown
 
 PROFILES = {
@@ -99,6 +100,7 @@ class ConformanceSession:
         self.backend = Backend(name, manifests.load(name, manifest_dir))
         self.reference = Backend(reference, manifests.load(reference, manifest_dir))
         self.profile = config.getoption("conformance_profile")
+        self.patches = applied_patches()
         self.label = config.getoption("conformance_label") or name
         self.results: dict[str, Result] = {}
         self.stale_known_failures: list[manifests.KnownFailure] = []
@@ -110,9 +112,15 @@ class ConformanceSession:
             f"conformance: backend={self.backend.name} devices={self._device_count()} "
             f"reference={self.reference.name} torch={torch.__version__} "
             f"profile={self.profile} seed={seed if seed is not None else 'random'}",
+            f"conformance: torch is {self._torch_state()}",
             f"conformance: manifest={self.backend.manifest.source} "
             f"known failures={len(self.backend.manifest.known_failures)}",
         ]
+
+    def _torch_state(self) -> str:
+        if not self.patches:
+            return "stock (no device-agnostic patches applied)"
+        return f"patched ({len(self.patches)} patches of the device-agnostic series)"
 
     def _device_count(self) -> str:
         try:
@@ -149,6 +157,8 @@ class ConformanceSession:
             known = self.backend.manifest.known_failure(item.nodeid)
             if known is not None:
                 used.add(known)
+                if known.fixed_in(self.patches):
+                    continue  # the applied series fixes it: it must pass now
                 reason = f"known failure: {known.reason} ({known.link})"
                 item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
         # An entry that matches no test is stale: its module is gone, or its module ran (with no
@@ -195,6 +205,7 @@ class ConformanceSession:
             "torch_version": list(torch_version()),
             "python": platform.python_version(),
             "profile": self.profile,
+            "patches": list(self.patches),
             "stale_known_failures": [dataclasses.asdict(e) for e in self.stale_known_failures],
             "results": [dataclasses.asdict(r) for r in self.results.values()],
         }

@@ -74,8 +74,8 @@ def matrix(runs: Sequence[dict]) -> str:
         totals.append(f"{len(run['results'])} tests, {failed} failing")
     lines.append("| **total** | " + " | ".join(totals) + " |")
     details = [
-        f"- {run['label']}: backend {run['backend']}, torch {run['torch']}, "
-        f"profile {run['profile']}"
+        f"- {run['label']}: backend {run['backend']}, torch {run['torch']}"
+        f"{_patch_state(run)}, profile {run['profile']}"
         for run in runs
     ]
     stale = [
@@ -83,7 +83,39 @@ def matrix(runs: Sequence[dict]) -> str:
         for run in runs
         for entry in run.get("stale_known_failures", [])
     ]
-    return "\n".join(lines + [""] + details + stale) + "\n"
+    return "\n".join(lines + [""] + details + stale + differences(runs)) + "\n"
+
+
+def _patch_state(run: dict) -> str:
+    patches = run.get("patches") or []
+    return f" + {len(patches)} series patches" if patches else " (stock)"
+
+
+def differences(runs: Sequence[dict]) -> list[str]:
+    """A table of the tests whose outcome differs between runs of the same backend (stock and
+    patched torch, typically): the per-test view the area matrix hides. Empty if none."""
+    by_backend: dict[str, list[dict]] = {}
+    for run in runs:
+        by_backend.setdefault(run["backend"], []).append(run)
+    lines: list[str] = []
+    for backend, group in by_backend.items():
+        if len(group) < 2:
+            continue
+        outcomes = [{r["nodeid"]: r["outcome"] for r in run["results"]} for run in group]
+        nodeids = sorted({n for table in outcomes for n in table})
+        changed = [n for n in nodeids if len({table.get(n, "-") for table in outcomes}) > 1]
+        lines += ["", f"Tests whose outcome differs between the {backend} runs:", ""]
+        if not changed:
+            lines.append("(none)")
+            continue
+        labels = [run["label"] for run in group]
+        lines.append("| test | " + " | ".join(labels) + " |")
+        lines.append("| --- | " + " | ".join("---" for _ in labels) + " |")
+        for nodeid in changed:
+            name = nodeid.split("conformance/", 1)[-1]
+            cells = [table.get(nodeid, "-") for table in outcomes]
+            lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return lines
 
 
 def write_markdown(path: Path, runs: Sequence[dict]) -> None:

@@ -60,6 +60,16 @@ def manifest_dir_with(tmp_path: Path, known_failures: str) -> Path:
             "[capabilities]\ndtypes = ['float32']\n[[known_failures]]\ntest = 'x'\nreason = 'y'\n",
             "needs the test, a reason and a link",
         ),
+        (
+            "[capabilities]\ndtypes = ['float32']\n[[known_failures]]\ntest = 'x'\nreason = 'y'\n"
+            "link = 'z'\nfixed_by = '0001'\n",
+            "fixed_by must name patch files of the series",
+        ),
+        (
+            "[capabilities]\ndtypes = ['float32']\n[[known_failures]]\ntest = 'x'\nreason = 'y'\n"
+            "link = 'z'\nfixed = '0001-a.patch'\n",
+            "unknown field",
+        ),
     ],
 )
 def test_malformed_manifest_is_a_clear_error_naming_the_file(text, message):
@@ -176,6 +186,10 @@ def test_report_merges_runs_into_one_matrix(tmp_path, capsys):
     assert "| area | stock | patched |" in table
     assert "| integration | ok: 1 known | ok: 1 passed |" in table
     assert capsys.readouterr().out == table
+    # The per-test view: only the test whose outcome changed, with both outcomes.
+    assert "Tests whose outcome differs between the neuron runs:" in table
+    assert "| `test_integration.py::test_x` | known | passed |" in table
+    assert "test_rng.py::test_y` |" not in table
 
 
 def test_report_rejects_a_file_that_is_not_a_run(tmp_path):
@@ -195,3 +209,108 @@ def test_a_crash_or_hang_fails_that_test_and_the_run_goes_on(tmp_path, mutant):
     assert outcomes.pop("test_event_timing") in ("failed", "error"), completed.stdout[-2000:]
     assert len(outcomes) == 19 and set(outcomes.values()) == {"passed"}
     assert completed.returncode == 1
+
+
+def test_fixed_by_reads_one_patch_or_several():
+    text = (
+        "[capabilities]\ndtypes = ['float32']\n"
+        "[[known_failures]]\ntest = 'a'\nreason = 'r'\nlink = 'l'\nfixed_by = '0001-x.patch'\n"
+        "[[known_failures]]\ntest = 'b'\nreason = 'r'\nlink = 'l'\n"
+        "fixed_by = ['0001-x.patch', '0002-y.patch']\n"
+        "[[known_failures]]\ntest = 'c'\nreason = 'r'\nlink = 'l'\n"
+    )
+    one, two, unfixed = manifests.parse(text, "demo", "demo.toml").known_failures
+    assert one.fixed_in(("0001-x.patch",)) and not one.fixed_in(())
+    assert not two.fixed_in(("0001-x.patch",))  # every patch it names must be applied
+    assert two.fixed_in(("0002-y.patch", "0001-x.patch", "0003-z.patch"))
+    assert not unfixed.fixed_in(("0001-x.patch",))
+
+
+def _write_state(site: Path, state: str, names: list[str]) -> None:
+    record = site / ".device_agnostic_patches" / "state.json"
+    record.parent.mkdir(parents=True)
+    series = [{"name": name, "sha256": "0" * 64} for name in names]
+    record.write_text(json.dumps({"format": 1, "state": state, "series": series}))
+
+
+def test_applied_patches_come_from_the_overlay_record(tmp_path):
+    from conformance.patched import applied_patches
+
+    assert applied_patches(tmp_path) == ()  # stock: no record
+    _write_state(tmp_path, "applied", ["0001-x.patch", "0002-y.patch"])
+    assert applied_patches(tmp_path) == ("0001-x.patch", "0002-y.patch")
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    _write_state(interrupted, "applying", ["0001-x.patch"])
+    assert applied_patches(interrupted) == ()  # an incomplete apply is not a patched torch
+
+
+def _site_claiming(tmp_path: Path, names: list[str]) -> Path:
+    """A folder whose ``torch`` is the installed one (a symlink) and whose overlay record says
+    ``names`` are applied: how the plugin sees a torch patched by the series."""
+    import torch
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "torch").symlink_to(Path(torch.__file__).parent, target_is_directory=True)
+    _write_state(site, "applied", names)
+    return site
+
+
+def run_on_site(
+    tmp_path: Path, site: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess, dict]:
+    report_path = tmp_path / "run.json"
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--backend=neuron",
+        "--conformance-profile=quick",
+        f"--conformance-json={report_path}",
+        *extra,
+        "--pyargs",
+        "conformance.test_capabilities",
+    ]
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{TESTS}")
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    run = json.loads(report_path.read_text()) if report_path.exists() else {}
+    return completed, run
+
+
+FIXED_ENTRY = (
+    '\n[[known_failures]]\ntest = "test_capabilities.py::test_serialization"\n'
+    'reason = "pretend torch breaks it"\nlink = "https://example.invalid/4"\n'
+    'fixed_by = "0042-fix-serialization.patch"\n'
+)
+
+
+def test_a_fixed_known_failure_must_pass_on_a_patched_torch(tmp_path):
+    directory = manifest_dir_with(tmp_path, FIXED_ENTRY)
+    site = _site_claiming(tmp_path, ["0042-fix-serialization.patch"])
+    completed, run = run_on_site(tmp_path, site, f"--manifest-dir={directory}")
+    assert completed.returncode == 0, completed.stdout[-2000:]
+    assert "torch is patched (1 patches of the device-agnostic series)" in completed.stdout
+    assert run["patches"] == ["0042-fix-serialization.patch"]
+    outcome = {r["nodeid"].split("::")[-1]: r["outcome"] for r in run["results"]}
+    assert outcome["test_serialization"] == "passed"
+
+
+def test_a_fixed_known_failure_that_still_fails_on_a_patched_torch_fails_the_run(tmp_path):
+    # wrong_values breaks add; the entry claims the series fixes the failures it causes.
+    entries = "".join(
+        f'\n[[known_failures]]\ntest = "test_capabilities.py::'
+        f'test_declared_dtypes_match_behaviour[torch.{name}]"\nreason = "add is off"\n'
+        f'link = "https://example.invalid/5"\nfixed_by = "0042-fix-add.patch"\n'
+        for name in ("float32", "float16")
+    )
+    directory = manifest_dir_with(tmp_path, entries)
+    site = _site_claiming(tmp_path, ["0042-fix-add.patch"])
+    completed, run = run_on_site(
+        tmp_path, site, f"--manifest-dir={directory}", "-p", "mutants.wrong_values"
+    )
+    assert completed.returncode == 1
+    failed = [r["nodeid"] for r in run["results"] if r["outcome"] == "failed"]
+    assert len(failed) == 2 and all("declared_dtypes_match_behaviour" in n for n in failed)

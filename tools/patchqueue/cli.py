@@ -18,7 +18,12 @@ from tools.patchqueue.gitqueue import apply_git, git_status, revert_git
 from tools.patchqueue.overlay import apply_overlay, overlay_status, revert_overlay
 from tools.patchqueue.series import Series, load_series
 from tools.patchqueue.targets import GitCheckout, InstalledTorch, Target, open_target
-from tools.patchqueue.verify import DEFAULT_TIMEOUT, verify_series
+from tools.patchqueue.verify import (
+    DEFAULT_TIMEOUT,
+    ensure_patched_shadow,
+    installed_torch,
+    verify_series,
+)
 
 DEFAULT_SERIES = Path(__file__).resolve().parents[2] / "patches"
 
@@ -97,8 +102,25 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--keep", type=Path, help="build the shadow torch in this (new) folder and keep it"
     )
+    sub = commands.add_parser(
+        "shadow",
+        help="make (or bring up to date) a patched shadow of the installed torch in DIR; "
+        "PYTHONPATH=DIR then imports torch with the series applied",
+    )
+    sub.add_argument("dir", type=Path, help="a new folder, or one this command made before")
+    sub.add_argument(
+        "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
+    )
     _add_export_refresh(commands)
     return parser
+
+
+def shadow(args: argparse.Namespace) -> tuple[list[str], int]:
+    """Run shadow; one line saying where the patched torch is and whether it was rebuilt."""
+    series = load_series(args.series)
+    root, rebuilt = ensure_patched_shadow(series, installed_torch(), args.dir)
+    state = "built" if rebuilt else "up to date"
+    return [f"patched torch ({len(series.patches)} patches) {state}: PYTHONPATH={root}"], 0
 
 
 def verify(args: argparse.Namespace) -> tuple[list[str], int]:
@@ -118,6 +140,8 @@ def run(argv: list[str]) -> tuple[list[str], int]:
     args = _parser().parse_args(argv)
     if args.command == "verify":
         return verify(args)
+    if args.command == "shadow":
+        return shadow(args)
     if args.command in ("export", "refresh"):
         return _run_export_refresh(args)
     target = open_target(args.target)

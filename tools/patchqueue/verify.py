@@ -151,6 +151,56 @@ def _check_inside(series: Series, target: InstalledTorch, root: Path) -> None:
             raise BadInput(f"{path}: in the shadow torch this is a link to the installed torch")
 
 
+def patched_shadow(series: Series, real: InstalledTorch, root: Path) -> dict:
+    """Build a shadow of ``real`` in the empty folder ``root`` and overlay ``series`` on it.
+
+    ``PYTHONPATH=root`` then imports the patched torch (with the installed native libraries);
+    the patches' tests land in ``root/test``. Returns the probe of the shadow (where torch and
+    its libraries came from). Raises BadInput when the shadow is unusable.
+    """
+    build_shadow(real.torch_dir, root)
+    shadow = InstalledTorch(root / "torch")
+    _check_inside(series, shadow, root)
+    apply_overlay(series, shadow, root / "test")
+    return probe_shadow(root, real)
+
+
+SHADOW_MARK = ".patched-shadow"
+
+
+def ensure_patched_shadow(series: Series, real: InstalledTorch, root: Path) -> tuple[Path, bool]:
+    """A patched shadow of ``real`` in ``root`` that carries exactly ``series``, for repeated use.
+
+    ``root`` is made if it does not exist; one made here before is kept when its overlay record
+    names the same patches (same bytes) and otherwise rebuilt. Any other existing folder is
+    refused rather than deleted. Returns the resolved root and whether it was (re)built.
+    """
+    root = Path(root).resolve()
+    real.check_base(series.base)
+    if root.exists():
+        if not (root / SHADOW_MARK).is_file():
+            raise BadInput(
+                f"{root}: exists and was not made by `patches shadow`; give a new folder"
+            )
+        state_file = root / STATE_DIR_NAME / "state.json"
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            state = {}
+        wanted = [{"name": p.name, "sha256": p.sha256} for p in series.patches]
+        if state.get("state") == "applied" and state.get("series") == wanted:
+            return root, False
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    try:
+        (root / SHADOW_MARK).write_text("made by `scripts/patches shadow`\n", encoding="utf-8")
+        patched_shadow(series, real, root)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return root, True
+
+
 @dataclass
 class Run:
     """One run of one test file."""
@@ -398,11 +448,7 @@ def verify_series(
     else:
         root = Path(tempfile.mkdtemp(prefix="patches-verify-")).resolve()
     try:
-        build_shadow(real.torch_dir, root)
-        shadow = InstalledTorch(root / "torch")
-        _check_inside(series, shadow, root)
-        apply_overlay(series, shadow, root / "test")
-        probe = probe_shadow(root, real)
+        probe = patched_shadow(series, real, root)
         work = root / "cwd"
         work.mkdir()
         verdicts = [PatchVerdict(p.name, p.subject) for p in series.patches]
