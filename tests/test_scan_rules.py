@@ -105,3 +105,19 @@ def test_amp_call_is_replaced_whole_with_its_arguments() -> None:
 def test_comparisons_of_unrelated_strings_are_not_flagged() -> None:
     source = b'if node.attr == "cuda" or name == "nccl":\n    pass\n'
     assert scan_source("m.py", source) == []
+
+
+def test_cuda_literal_is_a_safe_fix_in_a_device_argument_and_review_elsewhere() -> None:
+    source = (
+        b"import torch\n"
+        b'x = torch.zeros(2, device="cuda" if ok else "cpu")\n'
+        b'device = "cuda" if ok else "cpu"\n'
+        b"def pick_device():\n"
+        b'    return "cuda:1"\n'
+    )
+    found = {(f.line, f.fix_safety, f.replacement) for f in scan_source("m.py", source)}
+    assert found == {
+        (2, "safe", "torch.accelerator.current_accelerator()"),
+        (3, "review", "torch.accelerator.current_accelerator()"),
+        (5, "review", "torch.device(torch.accelerator.current_accelerator().type, 1)"),
+    }

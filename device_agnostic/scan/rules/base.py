@@ -50,6 +50,7 @@ class Context:
     """
 
     def __init__(self, path: str, nodes: Iterable[ast.AST]) -> None:
+        nodes = list(nodes)
         self.path = path
         # ids of nodes a rule already reported as part of an enclosing node
         self.claimed: set[int] = set()
@@ -68,6 +69,24 @@ class Context:
                         self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         # Code that uses torch without importing it (snippets, notebooks) still means torch.
         self.aliases.setdefault("torch", "torch")
+        self._nodes = nodes
+        self._functions: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The innermost function (not lambda) whose body holds ``node``; None at module level.
+
+        Computed on first use only, so files that never ask pay nothing."""
+        if self._functions is None:
+            self._functions = {}
+            functions = [
+                n for n in self._nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]
+            # Outer functions first: an inner function's mapping overwrites its parent's.
+            for function in sorted(functions, key=lambda f: (f.lineno, -(f.end_lineno or 0))):
+                for statement in function.body:
+                    for child in ast.walk(statement):
+                        self._functions[id(child)] = function
+        return self._functions.get(id(node))
 
     def qualname(self, node: ast.expr) -> str | None:
         """The dotted name ``node`` refers to (``t.cuda.sync`` -> ``torch.cuda.sync``)."""

@@ -65,6 +65,11 @@ class CudaDeviceLiteral(Rule):
 
         x = torch.zeros(3, device=torch.accelerator.current_accelerator())
         y = x.to(torch.device(torch.accelerator.current_accelerator().type, 1))
+
+    Also flagged: a "cuda" branch of a conditional (``"cuda" if torch.cuda.is_available() else
+    "cpu"``), a "cuda" assigned to a variable or attribute named like a device, and one returned
+    by a function named like one. Those two rewrites need review (the value may be used as a
+    string); in a device argument the rewrite is safe.
     """
 
     id = "DA103"
@@ -75,24 +80,69 @@ class CudaDeviceLiteral(Rule):
         "the same device on CUDA and the right one everywhere else."
     )
     fix_safety = SAFE
-    node_types = (ast.Call,)
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return)
 
-    def visit(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        literals = [kw.value for kw in node.keywords if kw.arg == "device"]
+    def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.Call):
+            # Passed straight to a device parameter: the generic device means the same on CUDA.
+            yield from self._report(self._call_devices(node, ctx), ctx, SAFE)
+        elif isinstance(node, ast.Return):
+            # ``def get_device(): return "cuda"``: the caller may treat the result as a string.
+            if node.value is not None and _in_device_function(node, ctx):
+                yield from self._report([node.value], ctx, REVIEW)
+        else:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is not None and any(_names_a_device(t) for t in targets):
+                yield from self._report([node.value], ctx, REVIEW)
+
+    @staticmethod
+    def _call_devices(node: ast.Call, ctx: Context) -> list[ast.expr]:
+        values = [kw.value for kw in node.keywords if kw.arg == "device"]
         func = node.func
         if node.args and (
             (isinstance(func, ast.Attribute) and func.attr == "to")
             or ctx.qualname(func) == "torch.device"
         ):
-            literals.append(node.args[0])
-        for literal in literals:
-            if is_cuda_literal(literal):
+            values.append(node.args[0])
+        return values
+
+    def _report(self, values: list[ast.expr], ctx: Context, safety: str) -> Iterator[Finding]:
+        for value in values:
+            for literal in _device_literals(value):
+                if id(literal) in ctx.claimed:
+                    continue
+                ctx.claimed.add(id(literal))
                 yield ctx.finding(
                     self,
                     literal,
                     f'device "{literal.value}" is CUDA-only; use the current accelerator',
                     generic_device(literal.value),
+                    safety,
                 )
+
+
+def _device_literals(value: ast.expr) -> Iterator[ast.Constant]:
+    """The "cuda" literals that ``value`` can evaluate to: itself, or a branch of a conditional
+    (``"cuda" if torch.cuda.is_available() else "cpu"``), however deeply nested."""
+    if isinstance(value, ast.IfExp):
+        yield from _device_literals(value.body)
+        yield from _device_literals(value.orelse)
+    elif is_cuda_literal(value):
+        yield value  # type: ignore[misc]
+
+
+def _names_a_device(target: ast.expr) -> bool:
+    """``device = ...``, ``self.device = ...``, ``train_device = ...``: names that hold one."""
+    if isinstance(target, ast.Name):
+        return "device" in target.id.lower()
+    if isinstance(target, ast.Attribute):
+        return "device" in target.attr.lower()
+    return False
+
+
+def _in_device_function(node: ast.Return, ctx: Context) -> bool:
+    function = ctx.enclosing_function(node)
+    return function is not None and "device" in function.name.lower()
 
 
 class CudaDefaultArgument(Rule):
