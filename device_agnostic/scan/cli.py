@@ -2,7 +2,9 @@
 
 Exit status (as ruff): 0 clean; 1 findings (syntax errors and undecodable files count as
 findings); 2 usage or configuration errors, or inputs that could not be read (the scan of the
-rest still runs and is reported).
+rest still runs and is reported). With --fix: 0 when nothing is left, 1 when findings remain,
+2 when a file could not be rewritten (left untouched, reason on stderr). With --diff: 1 when
+--fix would change something.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Sequence
 from .config import Config, ConfigError, load_config
 from .discover import discover
 from .engine import INPUT_DIAGNOSTICS
+from .fix import FixRun, Keep, fix_findings, unified_diff
 from .parallel import scan_files
 from .report import FORMATS, write
 from .rules import ALL_RULES
@@ -49,7 +52,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", type=_csv, default=[], help="comma-separated glob patterns")
     parser.add_argument("--jobs", "-j", type=int, default=0, help="processes (default: cores)")
     parser.add_argument("--output", "-o", help="write the report to this file")
+    parser.add_argument("--fix", action="store_true", help="apply the safe rewrites in place")
+    parser.add_argument(
+        "--unsafe-fixes", action="store_true", help="with --fix/--diff, apply review rewrites too"
+    )
+    parser.add_argument(
+        "--diff", action="store_true", help="print what --fix would change; write nothing"
+    )
     return parser
+
+
+def _report_fix_failures(run: FixRun) -> None:
+    for result in run.failed:
+        print(f"da-scan: {result.path}: {result.error}", file=sys.stderr)
+
+
+def _diff(run: FixRun, unsafe: bool) -> int:
+    """--diff: the diffs on stdout, the count on stderr; exit 1 if anything would change (as
+    ruff), 2 if a file could not be fixed."""
+    for result in run.results:
+        if result.changed:
+            sys.stdout.write(unified_diff(result))
+    _report_fix_failures(run)
+    print(run.summary(unsafe, write=False), file=sys.stderr)
+    if run.failed:
+        return 2
+    return 1 if run.files else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,11 +96,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     rule_ids = [rule.id for rule in config.rules()]
     findings = found.errors + scan_files(found.files, rule_ids, args.jobs)
     findings = [f for f in findings if _reported(f.rule, config)]
+    run = None
+    if args.fix or args.diff:
+        shown = {r.id for r in ALL_RULES} | set(INPUT_DIAGNOSTICS)
+        keep = Keep(frozenset(i for i in shown if _reported(i, config)))
+        run = fix_findings(
+            findings, config.rules(), args.unsafe_fixes, keep, not args.diff, args.jobs
+        )
+        if args.diff:
+            return _diff(run, args.unsafe_fixes)
+        _report_fix_failures(run)
+        findings = run.findings
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:
             write(findings, args.format, stream)
     else:
         write(findings, args.format, sys.stdout)
+    if run is not None:
+        # The report stays parseable: the summary joins it only in text on stdout.
+        text_out = args.format == "text" and not args.output
+        print(
+            run.summary(args.unsafe_fixes, write=True), file=sys.stdout if text_out else sys.stderr
+        )
+        if run.failed:
+            return 2
     if any(f.kind == "error" for f in findings):
         return 2
     return 1 if findings else 0

@@ -56,6 +56,11 @@ class DotCudaCall(Rule):
 class CudaDeviceLiteral(Rule):
     """A "cuda" / "cuda:N" device literal in ``device=``, ``.to(...)`` or ``torch.device(...)``.
 
+    Also flagged: a "cuda" branch of a conditional (``"cuda" if torch.cuda.is_available() else
+    "cpu"``), a "cuda" assigned to a variable or attribute named like a device, and one returned
+    by a function named like one. Those two rewrites need review (the value may be used as a
+    string); in a device argument the rewrite is safe.
+
     Before::
 
         x = torch.zeros(3, device="cuda")
@@ -65,11 +70,6 @@ class CudaDeviceLiteral(Rule):
 
         x = torch.zeros(3, device=torch.accelerator.current_accelerator())
         y = x.to(torch.device(torch.accelerator.current_accelerator().type, 1))
-
-    Also flagged: a "cuda" branch of a conditional (``"cuda" if torch.cuda.is_available() else
-    "cpu"``), a "cuda" assigned to a variable or attribute named like a device, and one returned
-    by a function named like one. Those two rewrites need review (the value may be used as a
-    string); in a device argument the rewrite is safe.
     """
 
     id = "DA103"

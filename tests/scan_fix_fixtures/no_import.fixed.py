@@ -1,0 +1,9 @@
+"""No torch import: the rewrite adds one."""
+
+from __future__ import annotations
+import torch
+
+
+def run(model, dist):
+    model.to(torch.accelerator.current_accelerator())
+    dist.init_process_group("nccl")  # review

@@ -1,0 +1,4 @@
+from mylib import torch
+
+torch.cuda.synchronize()
+x = y.to("cuda")
