@@ -21,9 +21,10 @@ from collections.abc import Callable
 import libcst as cst
 
 from .rules import Finding
+from .rules.base import ACCELERATOR_TYPE
 
 ACC = "torch.accelerator.current_accelerator()"
-ACC_TYPE = f"{ACC}.type"
+ACC_TYPE = ACCELERATOR_TYPE
 
 Builder = Callable[
     [Finding, cst.BaseExpression, cst.CSTNode | None, str], cst.BaseExpression | None

@@ -3,9 +3,9 @@ from torch.cuda import amp
 
 x = torch.zeros(2)
 scaler = torch.amp.GradScaler(
-    torch.accelerator.current_accelerator().type, init_scale=2.0**16,  # keep
+    getattr(torch.accelerator.current_accelerator(), "type", "cuda"), init_scale=2.0**16,  # keep
 )
-with torch.amp.autocast(torch.accelerator.current_accelerator().type, dtype=torch.bfloat16):
+with torch.amp.autocast(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), dtype=torch.bfloat16):
     pass
 autocast_class = amp.autocast  # not rewritten: the replacement is a call
 

@@ -7,9 +7,9 @@ model = (
     .to(torch.accelerator.current_accelerator())
 )
 x = torch.zeros(2, device=torch.accelerator.current_accelerator()).to(torch.accelerator.current_accelerator())  # both: literal and .cuda()
-y = x.to(torch.device(torch.accelerator.current_accelerator().type, 1))  # review: an index
+y = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 1))  # review: an index
 z = x.cuda(device=1)  # not rewritten: no faithful .to() spelling
-w = x.to(torch.device(torch.accelerator.current_accelerator().type, 0), non_blocking=True)
+w = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 0), non_blocking=True)
 
 
 def make(n, device=torch.accelerator.current_accelerator()):  # review: the default is evaluated at definition

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .base import REVIEW, SAFE, Context, Finding, Rule
+from .base import ACCELERATOR_TYPE, REVIEW, SAFE, Context, Finding, Rule
 
-_DEV = "torch.accelerator.current_accelerator().type"
+_DEV = ACCELERATOR_TYPE
 
 
 class CudaAmp(Rule):
@@ -21,8 +21,10 @@ class CudaAmp(Rule):
 
     After::
 
-        scaler = torch.amp.GradScaler(torch.accelerator.current_accelerator().type)
-        with torch.amp.autocast(torch.accelerator.current_accelerator().type):
+        scaler = torch.amp.GradScaler(
+            getattr(torch.accelerator.current_accelerator(), "type", "cuda")
+        )
+        with torch.amp.autocast(getattr(torch.accelerator.current_accelerator(), "type", "cuda")):
             loss = model(x)
     """
 

@@ -12,6 +12,11 @@ REVIEW = "review"  # the rewrite may change behaviour; only an explicit opt-in a
 
 CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
 
+# The current accelerator's device type, and "cuda" on a machine without one: generated code then
+# behaves exactly as the CUDA code it replaces there (``x.is_cuda`` stays False, a
+# ``GradScaler`` for CUDA still disables itself with its warning) instead of failing on None.
+ACCELERATOR_TYPE = 'getattr(torch.accelerator.current_accelerator(), "type", "cuda")'
+
 
 @dataclass(frozen=True, order=True)
 class Finding:
@@ -175,7 +180,7 @@ def generic_device(literal: str) -> str:
     """The generic device expression for a "cuda" / "cuda:N" literal."""
     index = literal.partition(":")[2]
     if index:
-        return f"torch.device(torch.accelerator.current_accelerator().type, {index})"
+        return f"torch.device({ACCELERATOR_TYPE}, {index})"
     return "torch.accelerator.current_accelerator()"
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .base import REVIEW, SAFE, Context, Finding, Rule, mentions
+from .base import ACCELERATOR_TYPE, REVIEW, SAFE, Context, Finding, Rule, mentions
 
 # The other side of a comparison must look like a device type, not any string.
 _DEVICE_WORDS = ("device", "type")
 
-_ACC_TYPE = "torch.accelerator.current_accelerator().type"
+_ACC_TYPE = ACCELERATOR_TYPE
 
 
 def _literal(node: ast.AST, value: str) -> bool:
@@ -33,7 +33,7 @@ class IsCudaAttribute(Rule):
 
     After::
 
-        if x.device.type == torch.accelerator.current_accelerator().type:
+        if x.device.type == getattr(torch.accelerator.current_accelerator(), "type", "cuda"):
             torch.accelerator.synchronize()
     """
 
@@ -66,9 +66,9 @@ class CudaTypeComparison(Rule):
 
     After::
 
-        if x.device.type == torch.accelerator.current_accelerator().type:
+        if x.device.type == getattr(torch.accelerator.current_accelerator(), "type", "cuda"):
             ...
-        if device.type in (torch.accelerator.current_accelerator().type, "cpu"):
+        if device.type in (getattr(torch.accelerator.current_accelerator(), "type", "cuda"), "cpu"):
             ...
     """
 

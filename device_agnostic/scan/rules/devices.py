@@ -5,7 +5,16 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .base import REVIEW, SAFE, Context, Finding, Rule, generic_device, is_cuda_literal
+from .base import (
+    ACCELERATOR_TYPE,
+    REVIEW,
+    SAFE,
+    Context,
+    Finding,
+    Rule,
+    generic_device,
+    is_cuda_literal,
+)
 
 
 class DotCudaCall(Rule):
@@ -41,7 +50,7 @@ class DotCudaCall(Rule):
         receiver = ast.unparse(func.value)
         target = "torch.accelerator.current_accelerator()"
         if node.args:  # .cuda(device): the accelerator's device with that index
-            target = f"torch.device({target}.type, {ast.unparse(node.args[0])})"
+            target = f"torch.device({ACCELERATOR_TYPE}, {ast.unparse(node.args[0])})"
         args = [target, *(ast.unparse(kw) for kw in node.keywords)]
         replacement = f"{receiver}.to({', '.join(args)})"
         yield ctx.finding(
@@ -69,7 +78,7 @@ class CudaDeviceLiteral(Rule):
     After::
 
         x = torch.zeros(3, device=torch.accelerator.current_accelerator())
-        y = x.to(torch.device(torch.accelerator.current_accelerator().type, 1))
+        y = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 1))
     """
 
     id = "DA103"
