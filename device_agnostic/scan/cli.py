@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from .config import Config, ConfigError, load_config
 from .discover import discover
 from .engine import INPUT_DIAGNOSTICS
+from .explain import main as explain_main
 from .fix import FixRun, Keep, fix_findings, unified_diff
 from .parallel import scan_files
 from .report import FORMATS, write
@@ -59,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--diff", action="store_true", help="print what --fix would change; write nothing"
     )
+    parser.add_argument(
+        "--explain",
+        metavar="ID",
+        action="append",
+        help="print a rule's documentation (why it matters, fix safety, before/after) and exit",
+    )
     return parser
 
 
@@ -82,6 +89,8 @@ def _diff(run: FixRun, unsafe: bool) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.explain:
+        return explain_main(args.explain)
     try:
         config = load_config(args.paths[0])
     except ConfigError as exc:
