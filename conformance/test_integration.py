@@ -174,3 +174,347 @@ def test_printing_a_tensor_matches_the_cpu(backend, device):
             f"repr of a {tensor.dtype} tensor on {device}:\n{printed}\non the cpu:\n{tensor!r}"
         )
         assert str(on_device) == printed
+
+
+def test_printing_in_scientific_notation_matches_the_cpu(backend, device):
+    # Values spanning many decades make the formatter pick scientific notation from the range of
+    # the values; a tensor in an autograd graph and a Parameter add their own suffix and prefix.
+    values = torch.tensor([1.0e-8, -0.25, 1.0, 3.0e4, 1.0e10])
+    dtypes = [
+        dtype for dtype in (torch.float32, torch.bfloat16) if backend.capabilities.supports(dtype)
+    ]
+    for dtype in dtypes:
+        cpu_tensor = values.to(dtype)
+        leaf = cpu_tensor.to(device).requires_grad_()
+        cases = [
+            (leaf * 1, cpu_tensor.clone().requires_grad_() * 1),
+            (torch.nn.Parameter(cpu_tensor.to(device)), torch.nn.Parameter(cpu_tensor.clone())),
+        ]
+        for on_device, on_cpu in cases:
+            printed = repr(on_device)
+            without_device = re.sub(r",\s*device='[^']*'", "", printed)
+            assert " ".join(without_device.split()) == " ".join(repr(on_cpu).split()), (
+                f"repr of a {dtype} tensor on {device}:\n{printed}\non the cpu:\n{on_cpu!r}"
+            )
+
+
+def test_save_on_cpu_pins_by_default_like_the_named_accelerator(backend, device):
+    require_accelerator(backend)
+
+    def pinned_states(**kwargs: object) -> list[bool]:
+        hooks = torch.autograd.graph.save_on_cpu(pin_memory=True, **kwargs)
+        pack = hooks.pack_hook
+        states: list[bool] = []
+
+        def inspecting_pack(tensor: torch.Tensor) -> object:
+            result = pack(tensor)
+            states.append(result[1].is_pinned())
+            return result
+
+        hooks.pack_hook = inspecting_pack  # read by saved_tensors_hooks.__enter__
+        x = torch.randn(4, 4, device=device, requires_grad=True)
+        with hooks:
+            loss = (x * x).sin().sum()
+        loss.backward()
+        assert states, "save_on_cpu packed no tensor"
+        return states
+
+    named = pinned_states(device_type=device.type)
+    default = pinned_states()
+    assert default == named, (
+        f"save_on_cpu(pin_memory=True) pinned {default} of the saved tensors, but "
+        f"save_on_cpu(pin_memory=True, device_type={device.type!r}) pinned {named}: without "
+        f"device_type it must use the current accelerator ({device.type})"
+    )
+
+
+def _single_rank_fake_process_group(device: torch.device, world_size: int = 1) -> None:
+    """A single-process "fake" process group with a backend for ``device``'s type (no
+    communication; enough for APIs that only need a group to exist)."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    backend = "cpu:fake" if device.type == "cpu" else f"cpu:fake,{device.type}:fake"
+    dist.init_process_group(backend, rank=0, world_size=world_size, store=FakeStore())
+
+
+def test_sharded_grad_scaler_without_a_device_uses_the_current_accelerator(backend, device):
+    require_accelerator(backend)
+    if not torch.distributed.is_available():
+        pytest.skip("not applicable: torch.distributed is not available")
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        scaler = ShardedGradScaler(init_scale=2.0**4)
+    assert scaler.is_enabled(), (
+        f"ShardedGradScaler() disabled itself on {device.type}: {[str(w.message) for w in caught]}"
+    )
+    scaled = scaler.scale(torch.tensor(3.0, device=device))
+    assert_on_device(scaled, device, what="ShardedGradScaler().scale(loss)")
+    assert scaled.item() == 3.0 * 2**4
+
+
+def test_sharded_grad_scaler_step_unscales_the_gradients(backend, device):
+    if not torch.distributed.is_available():
+        pytest.skip("not applicable: torch.distributed is not available")
+    import torch.distributed as dist
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(2, 4, generator=generator)
+    inputs = torch.randn(3, 4, generator=generator)
+    expected_grad = inputs.sum(dim=0).expand(2, 4)  # d/dW of (inputs @ W.T).sum()
+    _single_rank_fake_process_group(device)
+    try:
+        param = torch.nn.Parameter(weight.clone().to(device))
+        optimizer = torch.optim.SGD([param], lr=0.5)
+        scaler = ShardedGradScaler(device.type, init_scale=2.0**10)
+        scaler.scale((inputs.to(device) @ param.T).sum()).backward()
+        scaler.unscale_(optimizer)
+        assert_matches_reference(param.grad, expected_grad, what="grad after unscale_()")
+        scaler.step(optimizer)
+        scaler.update()
+    finally:
+        dist.destroy_process_group()
+    assert_matches_reference(param.detach(), weight - 0.5 * expected_grad, what="step()")
+    assert scaler.get_scale() == 2.0**10
+
+
+def test_new_subgroups_default_to_one_subgroup_per_node(backend, device):
+    require_accelerator(backend)
+    if not torch.distributed.is_available():
+        pytest.skip("not applicable: torch.distributed is not available")
+    import torch.distributed as dist
+
+    per_node = torch.accelerator.device_count()
+    _single_rank_fake_process_group(device, world_size=2 * per_node)
+    try:
+        subgroup, subgroups = dist.new_subgroups()
+        ranks = [dist.get_process_group_ranks(group) for group in subgroups]
+        own = dist.get_process_group_ranks(subgroup)
+    finally:
+        dist.destroy_process_group()
+    nodes = [list(range(per_node)), list(range(per_node, 2 * per_node))]
+    assert ranks == nodes, (
+        f"new_subgroups() on 2 nodes of {per_node} {device.type} devices made groups {ranks}"
+    )
+    assert own == nodes[0], f"rank 0 was put in subgroup {own}"
+
+
+def test_memory_timeline_defaults_to_the_current_accelerator(backend, device):
+    require_accelerator(backend)
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(
+        activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True
+    ) as prof:
+        x = torch.ones(256 * 1024, device=device)  # 1 MiB
+        del x
+
+    def peak(**kwargs: str) -> int:
+        with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # export_memory_timeline is deprecated
+            path = Path(tmp) / "timeline.json"
+            prof.export_memory_timeline(str(path), **kwargs)
+            _, sizes = json.loads(path.read_text())
+        return max((sum(s) for s in sizes), default=0)
+
+    named = peak(device=f"{device.type}:0")
+    assert named >= 1 << 20, f"the {device.type}:0 memory timeline peaks at {named} bytes"
+    default = peak()
+    assert default == named, (
+        f"export_memory_timeline() without a device peaks at {default} bytes, but the "
+        f"{device.type}:0 timeline at {named}: it must default to the current accelerator"
+    )
+
+
+def test_jit_trace_checks_the_trace_on_the_device(device):
+    module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU()).to(device)
+    x = torch.randn(3, 4).to(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.trace is deprecated
+        warnings.simplefilter("error", torch.jit.TracerWarning)
+        traced = torch.jit.trace(module, x)  # check_trace=True compares the two runs
+    assert_on_device(traced(x), device, what="traced module output")
+    assert_matches_reference(traced(x), module(x).detach(), what="traced vs eager module")
+
+
+def test_debug_mode_tensor_hashes_match_the_cpu(device):
+    try:
+        from torch.utils._debug_mode import DebugMode
+    except ImportError:
+        pytest.skip("not applicable: needs torch.utils._debug_mode.DebugMode")
+
+    def hashed_log(on: torch.device) -> str:
+        x = torch.arange(6.0).to(on)
+        hashes = DebugMode.log_tensor_hashes(hash_fn=["norm", "hash_tensor"])
+        with DebugMode() as debug_mode, hashes:
+            torch.view_as_complex((x * 2).reshape(3, 2)).abs().sum()
+        return debug_mode.debug_string()
+
+    on_device, on_cpu = hashed_log(device), hashed_log(torch.device("cpu"))
+    assert on_device == on_cpu, (
+        f"DebugMode tensor hashes on {device}:\n{on_device}\non the cpu:\n{on_cpu}"
+    )
+
+
+def _accelerator_devices(backend) -> list[torch.device]:
+    return [backend.device(index) for index in range(min(2, backend.device_count))]
+
+
+def test_data_parallel_splits_the_batch_over_the_accelerator(backend, device):
+    require_accelerator(backend)
+    import copy
+
+    generator = torch.Generator().manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    reference = copy.deepcopy(module)
+    x = torch.randn(10, 4, generator=generator)
+    devices = _accelerator_devices(backend)
+    model = torch.nn.DataParallel(module.to(devices[0]), device_ids=[d.index for d in devices])
+    out = model(x.to(devices[0]))
+    out.square().sum().backward()
+    expected = reference(x)
+    expected.square().sum().backward()
+    assert_on_device(out, devices[0], what="DataParallel output")
+    assert_matches_reference(
+        out, expected, what=f"DataParallel over {devices} vs the module on cpu"
+    )
+    for (name, got), want in zip(module.named_parameters(), reference.parameters(), strict=True):
+        assert_matches_reference(got.grad, want.grad, what=f"{name}.grad through DataParallel")
+
+
+def test_parallel_apply_takes_the_accelerator_devices(backend, device):
+    require_accelerator(backend)
+    from torch.nn.parallel import parallel_apply
+
+    devices = _accelerator_devices(backend)
+    modules = [torch.nn.Linear(4, 3).to(d) for d in devices]
+    inputs = [torch.randn(2, 4).to(d) for d in devices]
+    outputs = parallel_apply(modules, inputs, devices=devices)  # torch.device objects
+    for out, module, inp, target in zip(outputs, modules, inputs, devices, strict=True):
+        assert_on_device(out, target, what=f"parallel_apply replica on {target}")
+        assert_matches_reference(out, module(inp), what=f"parallel_apply replica on {target}")
+
+
+def test_parallel_apply_runs_the_replicas_under_autocast(backend, device):
+    require_accelerator(backend)
+    from torch.nn.parallel import parallel_apply
+
+    dtypes = sorted(backend.capabilities.autocast_dtypes, key=str)
+    if not dtypes:
+        pytest.skip("not applicable: no autocast_dtypes declared")
+    devices = _accelerator_devices(backend)
+    modules = [torch.nn.Linear(8, 4).to(d) for d in devices]
+    inputs = [torch.randn(3, 8).to(d) for d in devices]
+    for dtype in dtypes:
+        with torch.autocast(device.type, dtype=dtype):
+            outputs = parallel_apply(modules, inputs)
+        got = [out.dtype for out in outputs]
+        assert got == [dtype] * len(devices), (
+            f"parallel_apply under torch.autocast({device.type!r}, dtype={dtype}) gave replica "
+            f"outputs of dtype {got} (autocast state not carried into the replica threads)"
+        )
+
+
+def test_paged_attention_without_a_device_uses_the_current_accelerator(backend, device):
+    require_accelerator(backend)
+    try:
+        from torch.nn.attention.experimental._paged_attention import PagedAttention
+    except ImportError:
+        pytest.skip("not applicable: needs torch >= 2.6 (flex_attention PagedAttention)")
+    paged = PagedAttention(n_pages=4, page_size=128, max_batch_size=2)
+    for name in ("page_table", "capacity", "physical_to_logical"):
+        assert_on_device(getattr(paged, name), device, what=f"PagedAttention().{name}")
+
+
+def test_profiler_table_sorts_by_the_device_name(backend, device):
+    require_accelerator(backend)
+    from torch.profiler import ProfilerActivity, profile, supported_activities
+
+    if device.type == torch._C._get_privateuse1_backend_name():
+        activity = ProfilerActivity.PrivateUse1
+    else:
+        activity = getattr(ProfilerActivity, device.type.upper(), None)
+    if activity not in supported_activities():
+        pytest.skip(f"not applicable: the profiler has no activity for {device.type}")
+    x = torch.randn(16, 16, device=device)
+    with profile(activities=[ProfilerActivity.CPU, activity]) as prof:
+        (x @ x).relu()
+    averages = prof.key_averages()
+    # The table's columns are named after the device ("Self NEURON"); so is its sort key.
+    for prefix in ("self_", ""):
+        by_name = averages.table(sort_by=f"{prefix}{device.type}_time_total")
+        assert by_name == averages.table(sort_by=f"{prefix}device_time_total"), (
+            f"table(sort_by='{prefix}{device.type}_time_total') did not sort by the device time"
+        )
+
+
+def test_loading_a_checkpoint_of_a_missing_device_suggests_the_accelerator(backend, device):
+    require_accelerator(backend)
+    import io
+    from unittest import mock
+
+    import torch.serialization
+
+    if torch.cuda.is_available():
+        pytest.skip("not applicable: needs a machine without CUDA (the checkpoint is CUDA's)")
+    buffer = io.BytesIO()
+    with mock.patch.object(torch.serialization, "location_tag", lambda storage: "cuda:0"):
+        torch.save({"weight": torch.arange(4.0)}, buffer)  # as if saved on a CUDA machine
+    buffer.seek(0)
+    with pytest.raises(RuntimeError) as error:
+        torch.load(buffer)
+    hint = f"map_location=torch.device('{device.type}')"
+    assert hint in str(error.value), (
+        f"torch.load of a CUDA checkpoint on a {device.type} machine does not suggest {hint}: "
+        f"{error.value}"
+    )
+    buffer.seek(0)
+    loaded = torch.load(buffer, map_location=torch.device(device.type))
+    assert_on_device(loaded["weight"], device, what="torch.load(map_location=<accelerator>)")
+
+
+def test_von_mises_samples_on_the_device(device):
+    import math
+
+    from torch.distributions import VonMises
+
+    torch.manual_seed(0)
+    loc = torch.tensor([1.0, -2.0], device=device)
+    concentration = torch.tensor([4.0, 1e-4], device=device)  # 1e-4: pytorch#88443
+    samples = VonMises(loc, concentration).sample((4000,))
+    assert_on_device(samples, device, what="VonMises(...).sample()")
+    assert samples.dtype == torch.float32, f"VonMises.sample() returned {samples.dtype}"
+    samples = samples.cpu()
+    assert ((samples >= -math.pi) & (samples < math.pi)).all(), "samples outside [-pi, pi)"
+    circular_mean = torch.atan2(samples[:, 0].sin().mean(), samples[:, 0].cos().mean())
+    assert abs(circular_mean.item() - 1.0) < 0.05, (
+        f"the circular mean of VonMises(loc=1, concentration=4) samples is {circular_mean.item()}"
+    )
+
+
+def test_state_dict_stager_pins_the_staged_tensors(backend, device):
+    require_accelerator(backend)
+    from torch.distributed.checkpoint._state_dict_stager import StateDictStager
+
+    state_dict = {"weight": torch.randn(8, 8, device=device), "bias": torch.randn(8, device=device)}
+    stager = StateDictStager(pin_memory=True, share_memory=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        staged = stager.stage(state_dict)
+    pinned = backend.capabilities.pinned_memory
+    for name, tensor in staged.items():
+        assert tensor.device.type == "cpu", f"StateDictStager staged {name} on {tensor.device}"
+        assert_matches_reference(tensor, state_dict[name].cpu(), what=f"staged {name}")
+        assert tensor.is_pinned() == pinned, (
+            f"StateDictStager(pin_memory=True) staged {name} with is_pinned()={tensor.is_pinned()} "
+            f"on a backend whose manifest declares pinned_memory = {str(pinned).lower()}"
+            + "".join(f"; warned: {w.message}" for w in caught)
+        )
+    stager.close()
