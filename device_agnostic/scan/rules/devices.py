@@ -95,6 +95,8 @@ class CudaDeviceLiteral(Rule):
         if isinstance(node, ast.Call):
             # Passed straight to a device parameter: the generic device means the same on CUDA.
             yield from self._report(self._call_devices(node, ctx), ctx, SAFE)
+        elif not isinstance(node.value, ast.Constant | ast.IfExp):
+            return  # the common case, decided before looking at names or enclosing functions
         elif isinstance(node, ast.Return):
             # ``def get_device(): return "cuda"``: the caller may treat the result as a string.
             if node.value is not None and _in_device_function(node, ctx):
