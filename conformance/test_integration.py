@@ -1,10 +1,14 @@
 """Framework integration: everyday PyTorch features that must work on any accelerator without
-the user naming it (GradScaler(), activation checkpointing with dropout, save_on_cpu with pinned
-memory, DLPack, fork_rng(), flex_attention, printing a tensor).
+the user naming it: GradScaler() and FSDP's ShardedGradScaler, activation checkpointing with
+dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and PagedAttention,
+printing a tensor, the profiler's tables and memory timeline, DataParallel and parallel_apply,
+torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
-at fault and linking where it is tracked.
+at fault, linking where it is tracked, and naming the patch of the series that fixes it
+(``fixed_by``): on a patched torch the test must pass, which is how the report shows stock and
+patched torch side by side.
 """
 
 from __future__ import annotations
