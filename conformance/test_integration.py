@@ -13,6 +13,7 @@ patched torch side by side.
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 
@@ -522,3 +523,21 @@ def test_state_dict_stager_pins_the_staged_tensors(backend, device):
             + "".join(f"; warned: {w.message}" for w in caught)
         )
     stager.close()
+
+
+@pytest.mark.parametrize("kind", ["GRU", "LSTM"])
+def test_recurrent_layers_train_like_the_cpu(device, kind):
+    # ATen sends every non-CPU device to the fused cells (_thnn_fused_gru_cell /
+    # _thnn_fused_lstm_cell), which only CUDA implements in-tree: a backend must provide them.
+    torch.manual_seed(0)
+    reference = getattr(torch.nn, kind)(6, 8, num_layers=2, batch_first=True)
+    module = copy.deepcopy(reference).to(device)
+    x = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(1))
+    out, _ = module(x.to(device).requires_grad_())
+    expected, _ = reference(x.clone().requires_grad_())
+    assert_on_device(out, device, what=f"nn.{kind} output")
+    assert_matches_reference(out, expected, what=f"nn.{kind} output on {device} vs cpu")
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for (name, got), want in zip(module.named_parameters(), reference.parameters(), strict=True):
+        assert_matches_reference(got.grad, want.grad, what=f"nn.{kind} {name}.grad on {device}")
