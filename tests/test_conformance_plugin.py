@@ -19,7 +19,10 @@ TESTS = Path(__file__).parent
 MANIFESTS = Path(conformance.__file__).parent / "backends"
 
 
-def run_suite(tmp_path: Path, area: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def run_suite(
+    tmp_path: Path, area: str, *extra: str, site: Path | None = None
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run one area on neuron in a child; ``site`` goes first on the path (a torch to use)."""
     report_path = tmp_path / "run.json"
     command = [
         sys.executable,
@@ -34,7 +37,8 @@ def run_suite(tmp_path: Path, area: str, *extra: str) -> tuple[subprocess.Comple
         "--pyargs",
         f"conformance.test_{area}",
     ]
-    env = dict(os.environ, PYTHONPATH=str(TESTS))
+    path = [str(site)] if site is not None else []
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(TESTS)]))
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     run = json.loads(report_path.read_text()) if report_path.exists() else {}
     return completed, run
@@ -257,29 +261,6 @@ def _site_claiming(tmp_path: Path, names: list[str]) -> Path:
     return site
 
 
-def run_on_site(
-    tmp_path: Path, site: Path, *extra: str
-) -> tuple[subprocess.CompletedProcess, dict]:
-    report_path = tmp_path / "run.json"
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "--backend=neuron",
-        "--conformance-profile=quick",
-        f"--conformance-json={report_path}",
-        *extra,
-        "--pyargs",
-        "conformance.test_capabilities",
-    ]
-    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{TESTS}")
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    run = json.loads(report_path.read_text()) if report_path.exists() else {}
-    return completed, run
-
-
 FIXED_ENTRY = (
     '\n[[known_failures]]\ntest = "test_capabilities.py::test_serialization"\n'
     'reason = "pretend torch breaks it"\nlink = "https://example.invalid/4"\n'
@@ -290,7 +271,7 @@ FIXED_ENTRY = (
 def test_a_fixed_known_failure_must_pass_on_a_patched_torch(tmp_path):
     directory = manifest_dir_with(tmp_path, FIXED_ENTRY)
     site = _site_claiming(tmp_path, ["0042-fix-serialization.patch"])
-    completed, run = run_on_site(tmp_path, site, f"--manifest-dir={directory}")
+    completed, run = run_suite(tmp_path, "capabilities", f"--manifest-dir={directory}", site=site)
     assert completed.returncode == 0, completed.stdout[-2000:]
     assert "torch is patched (1 patches of the device-agnostic series)" in completed.stdout
     assert run["patches"] == ["0042-fix-serialization.patch"]
@@ -308,8 +289,13 @@ def test_a_fixed_known_failure_that_still_fails_on_a_patched_torch_fails_the_run
     )
     directory = manifest_dir_with(tmp_path, entries)
     site = _site_claiming(tmp_path, ["0042-fix-add.patch"])
-    completed, run = run_on_site(
-        tmp_path, site, f"--manifest-dir={directory}", "-p", "mutants.wrong_values"
+    completed, run = run_suite(
+        tmp_path,
+        "capabilities",
+        f"--manifest-dir={directory}",
+        "-p",
+        "mutants.wrong_values",
+        site=site,
     )
     assert completed.returncode == 1
     failed = [r["nodeid"] for r in run["results"] if r["outcome"] == "failed"]
