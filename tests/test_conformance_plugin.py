@@ -138,15 +138,20 @@ def test_stale_manifest_entry_fails_the_run(tmp_path):
     assert run["stale_known_failures"][0]["test"].endswith("test_that_was_renamed")
 
 
-def test_known_failure_that_fails_is_reported_as_known(tmp_path):
-    # The wrong_values mutant breaks add; the manifest knows the resulting failures.
-    entries = "".join(
+def wrong_values_known_failures(extra: str = "") -> str:
+    """Manifest entries for the two failures the wrong_values mutant causes (add is off by
+    0.1%), each with ``extra`` fields appended."""
+    return "".join(
         f'\n[[known_failures]]\ntest = "test_capabilities.py::'
         f'test_declared_dtypes_match_behaviour[torch.{name}]"\nreason = "add is off by 0.1%"\n'
-        f'link = "https://example.invalid/3"\n'
+        f'link = "https://example.invalid/3"\n{extra}'
         for name in ("float32", "float16")
     )
-    directory = manifest_dir_with(tmp_path, entries)
+
+
+def test_known_failure_that_fails_is_reported_as_known(tmp_path):
+    # The wrong_values mutant breaks add; the manifest knows the resulting failures.
+    directory = manifest_dir_with(tmp_path, wrong_values_known_failures())
     completed, run = run_suite(
         tmp_path, "capabilities", f"--manifest-dir={directory}", "-p", "mutants.wrong_values"
     )
@@ -281,13 +286,8 @@ def test_a_fixed_known_failure_must_pass_on_a_patched_torch(tmp_path):
 
 def test_a_fixed_known_failure_that_still_fails_on_a_patched_torch_fails_the_run(tmp_path):
     # wrong_values breaks add; the entry claims the series fixes the failures it causes.
-    entries = "".join(
-        f'\n[[known_failures]]\ntest = "test_capabilities.py::'
-        f'test_declared_dtypes_match_behaviour[torch.{name}]"\nreason = "add is off"\n'
-        f'link = "https://example.invalid/5"\nfixed_by = "0042-fix-add.patch"\n'
-        for name in ("float32", "float16")
-    )
-    directory = manifest_dir_with(tmp_path, entries)
+    fixed_by = 'fixed_by = "0042-fix-add.patch"\n'
+    directory = manifest_dir_with(tmp_path, wrong_values_known_failures(fixed_by))
     site = _site_claiming(tmp_path, ["0042-fix-add.patch"])
     completed, run = run_suite(
         tmp_path,

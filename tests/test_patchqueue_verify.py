@@ -15,7 +15,12 @@ from tools.patchqueue.cli import DEFAULT_SERIES, main
 from tools.patchqueue.errors import BadInput
 from tools.patchqueue.series import Base, FilePatch, Hunk, Patch, Series, load_series
 from tools.patchqueue.targets import STATE_DIR_NAME, InstalledTorch
-from tools.patchqueue.verify import build_shadow, run_test_file, verify_series
+from tools.patchqueue.verify import (
+    build_shadow,
+    ensure_patched_shadow,
+    run_test_file,
+    verify_series,
+)
 
 
 def touched_hashes(series_dir: Path) -> dict[str, str | None]:
@@ -229,3 +234,31 @@ def test_patch_tests_run_outside_pytorchs_ci_mode(monkeypatch):
     monkeypatch.setenv("CI", "true")
     assert "CI" not in verify._env(None)
     assert "CI" not in verify._env("/tmp/shadow", autoload=False)
+
+
+def test_shadow_is_built_once_reused_rebuilt_when_the_series_changes(tmp_path: Path) -> None:
+    series_dir = make_synthetic_series(tmp_path / "a")
+    series = load_series(series_dir)
+    real = InstalledTorch(REAL_TORCH)
+    before = tree_hash(REAL_TORCH / "amp")
+    root, built = ensure_patched_shadow(series, real, tmp_path / "shadow")
+    assert built and "# p2" in (root / "torch" / "amp" / "grad_scaler.py").read_text()
+    marker = root / "torch" / "marker.py"
+    marker.write_text("")  # survives only while the shadow is reused
+    assert ensure_patched_shadow(series, real, tmp_path / "shadow") == (root, False)
+    assert marker.exists()
+    shorter = Series(series.directory, series.base, series.patches[:1])
+    assert ensure_patched_shadow(shorter, real, tmp_path / "shadow") == (root, True)
+    assert not marker.exists()
+    assert "# p1" in (root / "torch" / "amp" / "grad_scaler.py").read_text()
+    assert tree_hash(REAL_TORCH / "amp") == before
+
+
+def test_shadow_refuses_a_folder_it_did_not_make(tmp_path: Path) -> None:
+    series = load_series(make_synthetic_series(tmp_path))
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("data")
+    with pytest.raises(BadInput, match="was not made by `patches shadow`; give a new folder"):
+        ensure_patched_shadow(series, InstalledTorch(REAL_TORCH), foreign)
+    assert (foreign / "keep.txt").read_text() == "data"

@@ -55,6 +55,11 @@ def load_state(target: InstalledTorch) -> dict | None:
     return state
 
 
+def series_record(series: Series) -> list[dict]:
+    """How ``state.json`` names a series: each patch's file name and sha256, in order."""
+    return [{"name": p.name, "sha256": p.sha256} for p in series.patches]
+
+
 def apply_overlay(series: Series, target: InstalledTorch, tests_dir: Path | None) -> OverlayResult:
     """Overlay the whole series on ``target``, all or nothing.
 
@@ -63,7 +68,7 @@ def apply_overlay(series: Series, target: InstalledTorch, tests_dir: Path | None
     """
     target.check_base(series.base)
     state = load_state(target)
-    names = [{"name": p.name, "sha256": p.sha256} for p in series.patches]
+    names = series_record(series)
     if state is not None:
         if state["series"] == names:
             return OverlayResult(None, [], [], "the series is already applied; nothing to do")

@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tools.patchqueue.engine import plan_series
-from tools.patchqueue.errors import BadInput
-from tools.patchqueue.overlay import apply_overlay
+from tools.patchqueue.errors import BadInput, PatchQueueError
+from tools.patchqueue.overlay import apply_overlay, load_state, series_record
 from tools.patchqueue.series import Patch, Series
 from tools.patchqueue.targets import STATE_DIR_NAME, InstalledTorch
 
@@ -182,13 +182,11 @@ def ensure_patched_shadow(series: Series, real: InstalledTorch, root: Path) -> t
             raise BadInput(
                 f"{root}: exists and was not made by `patches shadow`; give a new folder"
             )
-        state_file = root / STATE_DIR_NAME / "state.json"
         try:
-            state = json.loads(state_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            state = {}
-        wanted = [{"name": p.name, "sha256": p.sha256} for p in series.patches]
-        if state.get("state") == "applied" and state.get("series") == wanted:
+            state = load_state(InstalledTorch(root / "torch"))
+        except PatchQueueError:
+            state = None  # a half-built or interrupted shadow: rebuild it
+        if state is not None and state["series"] == series_record(series):
             return root, False
         shutil.rmtree(root)
     root.mkdir(parents=True)
