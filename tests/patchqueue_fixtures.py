@@ -89,6 +89,7 @@ def make_project(tmp: Path) -> Project:
     git(repo, "config", "commit.gpgsign", "false")
     _write(repo, "torch/__init__.py", '"""torch."""\n__version__ = "2.13.0"\n')
     _write(repo, "torch/version.py", "__version__ = '2.13.0'\ngit_version = 'unknown'\n")
+    _write(repo, "torch/_tensor.py", "class Tensor:\n    pass\n")
     for rel in REAL_FILES:
         (repo / "torch" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REAL_TORCH / rel, repo / "torch" / rel)

@@ -14,7 +14,7 @@ from patchqueue_fixtures import REAL_TORCH, git, tree_hash
 from tools.patchqueue.cli import DEFAULT_SERIES, main
 from tools.patchqueue.errors import BadInput
 from tools.patchqueue.series import Base, FilePatch, Hunk, Patch, Series, load_series
-from tools.patchqueue.targets import STATE_DIR_NAME, InstalledTorch
+from tools.patchqueue.targets import InstalledTorch
 from tools.patchqueue.verify import (
     build_shadow,
     ensure_patched_shadow,
@@ -199,6 +199,7 @@ def fake_torch(tmp: Path) -> tuple[InstalledTorch, Series]:
     (torch_dir / "lib").mkdir(parents=True)
     (torch_dir / "lib" / "libtorch.so").write_bytes(b"\x7fELF")
     (torch_dir / "__init__.py").write_text("")
+    (torch_dir / "_tensor.py").write_text("")
     (torch_dir / "version.py").write_text("__version__ = '2.13.0'\ngit_version = 'abc1234'\n")
     hunk = Hunk(1, "@@ -0,0 +1 @@", 0, 1, (), ("X = 1\n",))
     patch = Patch(
@@ -222,7 +223,7 @@ def test_verify_refuses_to_write_through_a_link_into_the_installed_torch(tmp_pat
 
 def test_verify_refuses_an_installed_torch_that_carries_an_overlay(tmp_path: Path) -> None:
     target, series = fake_torch(tmp_path)
-    (target.site_packages / STATE_DIR_NAME).mkdir()
+    target.state_dir.mkdir()
     with pytest.raises(BadInput, match="stock runs would not be stock"):
         verify_series(series, torch=target)
 

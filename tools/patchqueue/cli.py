@@ -1,8 +1,13 @@
-"""The command line: ``scripts/patches {check,apply,status,revert} TARGET`` and
+"""The command line: ``scripts/patches {check,apply,status,revert,recover} TARGET`` and
 ``scripts/patches verify [--json PATH] [--series DIR]``.
 
 Exit status: 0 done, 1 a patch conflicts (verify: a patch is not proven), 2 bad input (version,
-dirty checkout, corrupted patch, unusable target). On 1 and 2 the target is unchanged.
+dirty checkout, corrupted patch, unusable target), 3 the target is busy (another command holds
+its lock), 4 a write failed (full disk, read-only file: rolled back, or the message says what
+``recover`` needs), 130 interrupted. On 1, 2 and 3 the target is unchanged.
+
+Every command on a target holds the target's lock for its whole run and first recovers what a
+killed command left (tools.patchqueue.overlay.recover_overlay, gitqueue.recover_git), saying so.
 """
 
 from __future__ import annotations
@@ -12,10 +17,16 @@ import json
 import sys
 from pathlib import Path
 
+from tools.patchqueue import lock
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import PatchQueueError
-from tools.patchqueue.gitqueue import apply_git, git_status, revert_git
-from tools.patchqueue.overlay import apply_overlay, overlay_status, revert_overlay
+from tools.patchqueue.gitqueue import apply_git, git_dir, git_status, recover_git, revert_git
+from tools.patchqueue.overlay import (
+    apply_overlay,
+    overlay_status,
+    recover_overlay,
+    revert_overlay,
+)
 from tools.patchqueue.series import Series, load_series
 from tools.patchqueue.targets import GitCheckout, InstalledTorch, Target, open_target
 from tools.patchqueue.verify import (
@@ -30,8 +41,11 @@ DEFAULT_SERIES = Path(__file__).resolve().parents[2] / "patches"
 
 def check(series: Series, target: Target) -> tuple[list[str], int]:
     """Dry-run the series on ``target``: one line per patch and 0, or 1 on any conflict."""
+    notes = []
     if isinstance(target, InstalledTorch):
-        target.check_base(series.base)
+        target.check_base(series.base, force=True)
+        if target.version()[1] is None:
+            notes.append("note: version.py has no git_version; the commit is not checked")
     plan = plan_series(series, target.read, target.scope)
     lines = [o.describe() for o in plan.outcomes]
     conflicts = sum(o.state == "conflicts" for o in plan.outcomes)
@@ -41,7 +55,7 @@ def check(series: Series, target: Target) -> tuple[list[str], int]:
         f"{sum(o.state == 'already applied' for o in plan.outcomes)} already applied, "
         f"{conflicts} conflict"
     )
-    return lines, 1 if conflicts else 0
+    return notes + lines, 1 if conflicts else 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -49,13 +63,22 @@ def _parser() -> argparse.ArgumentParser:
         prog="patches",
         description="Check, apply, inspect and revert the device-agnostic patch series on a "
         "PyTorch git checkout or an installed torch package. Exit status: 0 done, 1 a patch "
-        "conflicts, 2 bad input; on 1 and 2 the target is unchanged.",
+        "conflicts, 2 bad input, 3 the target is busy (another command holds it), 4 a write "
+        "failed (rolled back, or the message says what recover needs), 130 interrupted; on 1, "
+        "2 and 3 the target is unchanged. Every command first recovers what a killed command "
+        "left on the target.",
     )
     parser.add_argument(
         "--series",
         type=Path,
         default=DEFAULT_SERIES,
         help="folder holding the series file and the patches (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--lock-wait",
+        type=float,
+        default=lock.DEFAULT_WAIT,
+        help="seconds to wait for another command holding the target (default: %(default)s)",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     target_help = "a PyTorch git checkout, or an installed torch (…/site-packages/torch)"
@@ -72,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
         help="installed torch: where the test/ files the series adds go "
         "(default: <site-packages>/.device_agnostic_patches/tests)",
     )
+    sub.add_argument(
+        "--force",
+        action="store_true",
+        help="installed torch: apply although version.py has no git_version to check",
+    )
     sub = commands.add_parser("status", help="which patches are applied")
     sub.add_argument("target", type=Path, help=target_help)
     sub = commands.add_parser("revert", help="undo apply, byte for byte")
@@ -80,6 +108,16 @@ def _parser() -> argparse.ArgumentParser:
         "--force",
         action="store_true",
         help="installed torch: restore even files changed since apply",
+    )
+    sub = commands.add_parser(
+        "recover",
+        help="finish what a killed or failed apply/revert left (every command does this first)",
+    )
+    sub.add_argument("target", type=Path, help=target_help)
+    sub.add_argument(
+        "--force",
+        action="store_true",
+        help="installed torch: roll back although files were changed since the interrupted apply",
     )
     sub = commands.add_parser(
         "verify",
@@ -145,11 +183,30 @@ def run(argv: list[str]) -> tuple[list[str], int]:
     if args.command in ("export", "refresh"):
         return _run_export_refresh(args)
     target = open_target(args.target)
+    series = load_series(args.series) if args.command in ("check", "status", "apply") else None
+    where = target.root if isinstance(target, GitCheckout) else target.torch_dir
+    held = git_dir(target.root) if isinstance(target, GitCheckout) else where
+    with lock.hold(held, wait=args.lock_wait):
+        force = args.command == "recover" and args.force
+        if isinstance(target, GitCheckout):
+            notes = recover_git(target)
+        else:
+            notes = recover_overlay(target, force=force)
+        if args.command == "recover":
+            return notes or [f"{where}: nothing was interrupted; nothing to recover"], 0
+        lines, status = _target_command(args, series, target)
+    return notes + lines, status
+
+
+def _target_command(
+    args: argparse.Namespace, series: Series | None, target: Target
+) -> tuple[list[str], int]:
+    """check, status, apply or revert, under the target's lock, after recovery."""
     if args.command == "revert":
         if isinstance(target, GitCheckout):
             return [revert_git(target)], 0
         return [revert_overlay(target, force=args.force)], 0
-    series = load_series(args.series)
+    assert series is not None
     if args.command == "check":
         return check(series, target)
     if args.command == "status":
@@ -160,7 +217,7 @@ def run(argv: list[str]) -> tuple[list[str], int]:
     # apply
     if isinstance(target, GitCheckout):
         return [apply_git(series, target, args.branch)], 0
-    result = apply_overlay(series, target, args.tests_dir)
+    result = apply_overlay(series, target, args.tests_dir, force=args.force)
     lines = [o.describe() for o in result.plan.outcomes] if result.plan else []
     lines += [f"test file: {path}" for path in result.tests]
     return [*lines, result.message], 0
@@ -173,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     except PatchQueueError as exc:
         print(f"patches: error: {exc}", file=sys.stderr)
         return exc.exit_status
+    except KeyboardInterrupt:
+        print("patches: interrupted", file=sys.stderr)
+        return 130
     print("\n".join(lines))
     return status
 

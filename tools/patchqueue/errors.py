@@ -1,4 +1,9 @@
-"""The two ways a patch-queue command fails, each with its exit status."""
+"""The ways a patch-queue command fails, each with its exit status.
+
+0 done; 1 a patch conflicts; 2 bad input; 3 the target is busy (another command holds it);
+4 a file-system error while writing (the message says whether the target was rolled back or
+``recover`` must finish the job); 130 interrupted (Ctrl-C; rolled back as for 4).
+"""
 
 from __future__ import annotations
 
@@ -20,3 +25,22 @@ class Conflict(PatchQueueError):
     """A patch does not apply to the target (exit status 1). The target was not changed."""
 
     exit_status = 1
+
+
+class Busy(PatchQueueError):
+    """Another patches command holds the target (exit status 3). Nothing was done."""
+
+    exit_status = 3
+
+
+class WriteFailed(PatchQueueError):
+    """The file system refused a write (full disk, read-only or immutable file; exit status 4).
+    The message says whether the target was rolled back, or what ``recover`` needs."""
+
+    exit_status = 4
+
+
+class Interrupted(PatchQueueError):
+    """Ctrl-C (exit status 130); the target was rolled back (or the message says otherwise)."""
+
+    exit_status = 130

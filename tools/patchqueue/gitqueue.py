@@ -4,23 +4,36 @@ apply commits the series on a new branch with ``git am -3 -k``. On any failure i
 ``git am --abort``, returns to the original branch (or detached commit) and deletes the new
 branch: HEAD, index, work tree and branch list are as before. A small record in
 ``.git/device-agnostic-patches.json`` remembers the original branch for revert.
+
+The record is written before the first git command that changes anything (state
+``applying``), becomes ``applied`` when ``git am`` has finished, and ``reverting`` before revert
+changes anything, so a command killed anywhere leaves a record that says what it was doing:
+:func:`recover_git`, which every command on the checkout runs first, undoes an interrupted
+apply exactly as ``git am --abort`` plus a checkout of the original branch and the deletion of
+the half-made branch would, and finishes an interrupted revert.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
+from tools.patchqueue import fsops
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
 from tools.patchqueue.series import Series
 from tools.patchqueue.targets import GitCheckout
 
 RECORD_NAME = "device-agnostic-patches.json"
+# The git commands that change the checkout: each one is a fault point (tools.patchqueue.fsops).
+_CHANGING = {"am", "branch", "checkout", "reset"}
 
 
 def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    if args[0] in _CHANGING:
+        fsops.checkpoint(f"git {' '.join(args)}")
     result = subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
     )
@@ -29,7 +42,8 @@ def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return result
 
 
-def _git_dir(root: Path) -> Path:
+def git_dir(root: Path) -> Path:
+    """The checkout's git folder (absolute)."""
     return Path(_git(root, "rev-parse", "--absolute-git-dir").stdout.strip())
 
 
@@ -39,14 +53,36 @@ def default_branch(series: Series) -> str:
 
 
 def _record_path(root: Path) -> Path:
-    return _git_dir(root) / RECORD_NAME
+    return git_dir(root) / RECORD_NAME
 
 
 def _load_record(root: Path) -> dict | None:
     path = _record_path(root)
     if not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput(
+            f"{path}: unreadable ({exc}); this tool writes it atomically, so something else "
+            "changed it; check the branches by hand and delete it"
+        ) from exc
+    record.setdefault("state", "applied")  # records written before states existed
+    return record
+
+
+def _write_record(root: Path, record: dict) -> None:
+    fsops.write_file(_record_path(root), (json.dumps(record, indent=2) + "\n").encode(), 0o644)
+
+
+def _applied(record: dict | None) -> dict | None:
+    """``record`` when it is a complete apply; BadInput when it is an interrupted one."""
+    if record is not None and record["state"] != "applied":
+        raise BadInput(
+            f"an interrupted {record['state']} of the series (the process was killed); run: "
+            "scripts/patches recover CHECKOUT"
+        )
+    return record
 
 
 def _branch_exists(root: Path, branch: str) -> bool:
@@ -67,9 +103,9 @@ def _dirty(root: Path) -> list[str]:
 
 
 def _operation_in_progress(root: Path) -> str | None:
-    git_dir = _git_dir(root)
+    folder = git_dir(root)
     for name in ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD"):
-        if (git_dir / name).exists():
+        if (folder / name).exists():
             return name
     return None
 
@@ -96,7 +132,7 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
     """
     root = target.root
     branch = branch or default_branch(series)
-    record = _load_record(root)
+    record = _applied(_load_record(root))
     current, head = _current_ref(root)
     if record is not None:
         if record["branch"] == current and record["series"] == [p.sha256 for p in series.patches]:
@@ -114,51 +150,44 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
                 raise BadInput(
                     f"{patch.name}: {fpatch.path} would be created but exists in the work tree"
                 )
-    _git(root, "checkout", "-q", "-b", branch)
-    am = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(root),
-            "am",
-            "-3",
-            "-k",
-            "--quiet",
-            *[str(p.path) for p in series.patches],
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    record = {
+        "state": "applying",
+        "started": time.time(),
+        "branch": branch,
+        "original_ref": current or head,
+        "original_head": head,
+        "detached": current is None,
+        "series": [p.sha256 for p in series.patches],
+        "names": [p.name for p in series.patches],
+    }
+    _write_record(root, record)  # the intent, before git changes anything
+    try:
+        _git(root, "checkout", "-q", "-b", branch)
+        am = _git(
+            root, "am", "-3", "-k", "--quiet", *[str(p.path) for p in series.patches], check=False
+        )
+    except BaseException:
+        _rollback(root, branch, current, head)
+        fsops.remove_file(_record_path(root))
+        raise
     if am.returncode != 0:
         failed = _failed_patch(root, series)
         _rollback(root, branch, current, head)
+        fsops.remove_file(_record_path(root))
         detail = _explain(series, target, failed)
         raise Conflict(
             f"{failed or 'a patch'}: git am -3 failed; the checkout is back on "
             f"{current or head} as it was and branch {branch} is deleted.\n"
             f"{am.stdout.strip()}\n{am.stderr.strip()}{detail}".rstrip()
         )
-    _record_path(root).write_text(
-        json.dumps(
-            {
-                "branch": branch,
-                "original_ref": current or head,
-                "original_head": head,
-                "series": [p.sha256 for p in series.patches],
-                "names": [p.name for p in series.patches],
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    record["state"] = "applied"
+    _write_record(root, record)
     count = len(series.patches)
     return f"applied {count} patches as commits on branch {branch} (from {current or head})"
 
 
 def _failed_patch(root: Path, series: Series) -> str | None:
-    apply_dir = _git_dir(root) / "rebase-apply"
+    apply_dir = git_dir(root) / "rebase-apply"
     try:
         index = int((apply_dir / "next").read_text().strip())
     except (OSError, ValueError):
@@ -169,13 +198,54 @@ def _failed_patch(root: Path, series: Series) -> str | None:
 
 
 def _rollback(root: Path, branch: str, original: str | None, head: str) -> None:
-    if (_git_dir(root) / "rebase-apply").exists():
+    """Back to ``original`` (a branch; None: ``head`` detached) and no ``branch``; idempotent, so
+    that recovery can run it again after a kill anywhere in it."""
+    if (git_dir(root) / "rebase-apply").exists():
         _git(root, "am", "--abort", check=False)
-    if original is not None:
+    current, now = _current_ref(root)
+    if current == branch and _dirty(root):
+        # What a killed git am left outside rebase-apply: only ours (the tree was clean before).
+        _git(root, "reset", "-q", "--hard")
+    if original is not None and current != original:
         _git(root, "checkout", "-q", original)
-    else:
+    elif original is None and (current is not None or now != head):
         _git(root, "checkout", "-q", "--detach", head)
-    _git(root, "branch", "-q", "-D", branch)
+    if _branch_exists(root, branch):
+        _git(root, "branch", "-q", "-D", branch)
+
+
+def recover_git(target: GitCheckout) -> list[str]:
+    """Finish what a killed command left on the checkout; lines saying what was done (none when
+    nothing was interrupted)."""
+    root = target.root
+    leftover = fsops.temporary_name(_record_path(root))
+    if leftover.exists():  # a record update that was killed: the record itself is whole
+        fsops.remove_file(leftover)
+    record = _load_record(root)
+    if record is None or record["state"] == "applied":
+        return []
+    lock = git_dir(root) / "index.lock"
+    notes = []
+    if lock.exists():
+        if lock.stat().st_mtime < record["started"] - 1:
+            raise BadInput(
+                f"{lock}: exists and is older than the interrupted {record['state']} of this "
+                "tool, so another git may be running; when none is, delete it and run again"
+            )
+        fsops.remove_file(lock)  # left by the git our killed command was running
+        notes.append(f"recovered: removed {lock}, left by the killed git")
+    original = None if record.get("detached") else record["original_ref"]
+    if record["state"] == "applying":
+        _rollback(root, record["branch"], original, record["original_head"])
+        fsops.remove_file(_record_path(root))
+        return [
+            *notes,
+            f"recovered: an interrupted apply was rolled back: back on {record['original_ref']}, "
+            f"branch {record['branch']} deleted",
+        ]
+    _finish_revert(root, record)
+    back = original or record["original_head"]
+    return [*notes, f"recovered: an interrupted revert was finished; back on {back}"]
 
 
 def _explain(series: Series, target: GitCheckout, failed: str | None) -> str:
@@ -195,7 +265,7 @@ def revert_git(target: GitCheckout) -> str:
     the branch beyond the series).
     """
     root = target.root
-    record = _load_record(root)
+    record = _applied(_load_record(root))
     if record is None:
         return f"{root}: no series applied by this tool; nothing to revert"
     branch, original = record["branch"], record["original_ref"]
@@ -204,7 +274,7 @@ def revert_git(target: GitCheckout) -> str:
         f"&& rm {_record_path(root)}"
     )
     if not _branch_exists(root, branch):
-        _record_path(root).unlink()
+        fsops.remove_file(_record_path(root))
         return f"branch {branch} no longer exists; record removed"
     if _dirty(root):
         raise BadInput(f"{root}: the checkout has uncommitted changes; {manual}")
@@ -214,21 +284,30 @@ def revert_git(target: GitCheckout) -> str:
             f"{root}: branch {branch} has {count.strip()} commits beyond {original}, not the "
             f"series' {len(record['series'])}; not deleting it; {manual}"
         )
+    record["state"] = "reverting"
+    _write_record(root, record)
+    _finish_revert(root, record)
+    return f"deleted branch {branch}; back on {original}"
+
+
+def _finish_revert(root: Path, record: dict) -> None:
+    """Leave the series' branch if it is checked out, delete it, remove the record; idempotent."""
+    branch, original = record["branch"], record["original_ref"]
     current, _ = _current_ref(root)
     if current == branch:
-        if original == record["original_head"]:
-            _git(root, "checkout", "-q", "--detach", original)
+        if record.get("detached", original == record["original_head"]):
+            _git(root, "checkout", "-q", "--detach", record["original_head"])
         else:
             _git(root, "checkout", "-q", original)
-    _git(root, "branch", "-q", "-D", branch)
-    _record_path(root).unlink()
-    return f"deleted branch {branch}; back on {original}"
+    if _branch_exists(root, branch):
+        _git(root, "branch", "-q", "-D", branch)
+    fsops.remove_file(_record_path(root))
 
 
 def git_status(series: Series, target: GitCheckout) -> list[str]:
     """Which patches are commits on the series' branch (matched by subject)."""
     root = target.root
-    record = _load_record(root)
+    record = _applied(_load_record(root))
     current, _ = _current_ref(root)
     if record is None or not _branch_exists(root, record["branch"]):
         plan = plan_series(series, target.read, target.scope)

@@ -36,7 +36,7 @@ from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, PatchQueueError
 from tools.patchqueue.overlay import apply_overlay, load_state, series_record
 from tools.patchqueue.series import Patch, Series
-from tools.patchqueue.targets import STATE_DIR_NAME, InstalledTorch
+from tools.patchqueue.targets import InstalledTorch
 
 DEFAULT_TIMEOUT = 300.0
 _RAN_RE = re.compile(r"^Ran (\d+) tests? in ", re.M)
@@ -143,7 +143,7 @@ def _check_inside(series: Series, target: InstalledTorch, root: Path) -> None:
     for path in plan.files:
         if target.scope(path) != "target":
             continue
-        dest = target.site_packages / path
+        dest = target.dest(path)
         probe = dest if dest.exists() or dest.is_symlink() else dest.parent
         while not probe.exists() and not probe.is_symlink():
             probe = probe.parent
@@ -431,10 +431,11 @@ def verify_series(
     start = time.monotonic()
     real = torch or installed_torch()
     real.check_base(series.base)
-    if (real.site_packages / STATE_DIR_NAME).exists():
+    if real.state_dir.exists():
         raise BadInput(
-            f"{real.torch_dir}: a series is applied to the installed torch; stock runs would not "
-            "be stock (scripts/patches revert it first)"
+            f"{real.torch_dir}: a series is applied to the installed torch (or an apply was "
+            f"interrupted); stock runs would not be stock (scripts/patches status {real.torch_dir} "
+            "recovers an interrupted one; revert an applied one)"
         )
     before = hash_files(real.torch_dir, series)
     if keep is not None:
