@@ -25,14 +25,19 @@ def git(root: Path, *args: str) -> str:
 
 
 def tree_hash(root: Path, skip: tuple[str, ...] = (".git",)) -> str:
-    """A hash of every path, file content and mode under ``root`` (folders included)."""
+    """A hash of every path, file content and mode under ``root`` (folders included; a link is
+    its target, never followed)."""
     digest = hashlib.sha256()
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in skip)
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        dirs[:] = sorted(d for d in dirs if d not in skip and d not in links)
         rel = os.path.relpath(folder, root)
         digest.update(f"D {rel}\n".encode())
-        for name in sorted(files):
+        for name in sorted(files + links):
             path = Path(folder, name)
+            if path.is_symlink():
+                digest.update(f"L {rel}/{name} -> {os.readlink(path)}\n".encode())
+                continue
             digest.update(f"F {rel}/{name} {path.stat().st_mode:o}\n".encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()

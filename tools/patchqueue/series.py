@@ -157,9 +157,28 @@ def parse_patch(path: Path) -> Patch:
         if k + 1 < len(starts) or text.endswith("\n"):
             section += "\n"
         header = lines[start][len("diff --git ") :]
+        _check_hunk_headers(name, lines, start, end)
         files.append(_parse_file_section(name, header, section))
     digest = hashlib.sha256(data).hexdigest()
     return Patch(name, path, digest, subject, tuple(files))
+
+
+_HUNK_HEADER_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@(?: .*)?$")
+
+
+def _check_hunk_headers(name: str, lines: list[str], start: int, end: int) -> None:
+    """Raise BadInput at the first malformed ``@@`` line of a file section.
+
+    unidiff skips a header it cannot read together with the lines under it, so a corrupted
+    header would otherwise lose a hunk silently (an added file would come out empty).
+    """
+    for number in range(start, end):
+        line = lines[number]
+        if line.startswith("@@") and not _HUNK_HEADER_RE.match(line):
+            raise BadInput(
+                f"{name}:{number + 1}: malformed hunk header {line[:60]!r}; expected "
+                "'@@ -START,COUNT +START,COUNT @@'; corrupted patch file?"
+            )
 
 
 def _subject(lines: list[str]) -> str:
@@ -203,6 +222,14 @@ def _parse_file_section(name: str, header: str, section: str) -> FilePatch:
         status = "modified"
     if status != "deleted" and len(pfile) == 0 and pfile.source_file is None:
         raise BadInput(f"{name}: {label}: no '---'/'+++' header; corrupted diff")
+    headers = sum(line.startswith("@@") for line in section.split("\n"))
+    if headers != len(pfile):
+        raise BadInput(
+            f"{name}: {label}: {headers} hunk headers but {len(pfile)} hunks could be read; "
+            "corrupted diff"
+        )
+    if status == "added" and pfile.source_file == DEV_NULL and not len(pfile):
+        raise BadInput(f"{name}: {label}: an added file with a '+++' header but no hunk")
     hunks = tuple(_convert_hunk(index, hunk) for index, hunk in enumerate(pfile, 1))
     if status == "modified" and not hunks:
         raise BadInput(f"{name}: {label}: a modified file without hunks (mode change only?)")
