@@ -7,7 +7,9 @@ acts on the tests of the conformance package.
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
+import tempfile
 from pathlib import Path
 
 import hypothesis
@@ -68,15 +70,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def conformance_nodeid(item: pytest.Item) -> str | None:
+    """The stable id of a conformance test ("conformance/test_rng.py::test_seed[x]"), or None
+    for any other item.
+
+    A test belongs to the suite if its module is a ``test_*.py`` of this package, wherever the
+    package is installed. pytest's own node id cannot say so: it is relative to the rootdir,
+    which need not be above the package (a run from a user's project gives "::test_seed"). The
+    stable id is what reports and manifests' known failures (node id suffixes) use.
+    """
+    module = item.getparent(pytest.Module)
+    if module is None:
+        return None
+    path = Path(module.path).resolve()
+    if path.parent != _PACKAGE or not path.name.startswith("test_") or path.suffix != ".py":
+        return None
+    chain = item.listchain()
+    inside = chain[chain.index(module) + 1 :]  # classes, then the test itself
+    return "::".join([f"{_PACKAGE.name}/{path.name}", *(node.name for node in inside)])
+
+
 def _is_conformance_item(item: pytest.Item) -> bool:
-    module = getattr(item, "module", None)
-    return module is not None and module.__name__.startswith("conformance.test_")
+    return conformance_nodeid(item) is not None
 
 
 def area_of(nodeid: str) -> str:
     """The semantic area of a test: its module's name without ``test_``."""
-    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-    return module.removesuffix(".py").removeprefix("test_")
+    return _module_file(nodeid).removesuffix(".py").removeprefix("test_")
 
 
 def _module_file(nodeid: str) -> str:
@@ -84,8 +107,35 @@ def _module_file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
 
 
-def _is_conformance_nodeid(nodeid: str) -> bool:
-    return "conformance/test_" in nodeid
+def check_report_path(option: str, value: str) -> None:
+    """Raise pytest.UsageError unless a report can be written at ``value``: found out before
+    the run, not after it, when the results would be lost. Leaves nothing behind."""
+    path = Path(value).absolute()
+    reason = None
+    if path.is_dir():
+        reason = "it is a directory"
+    else:
+        existing = path if path.exists() else path.parent
+        while not existing.exists():
+            existing = existing.parent
+        if existing != path and not existing.is_dir():
+            reason = f"{existing} is not a directory"
+        else:
+            try:  # try it: permission bits do not stop root, and some file systems refuse all
+                if existing == path:  # without blocking, should it be a FIFO
+                    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+                else:
+                    descriptor, probe = tempfile.mkstemp(prefix=".conformance-", dir=existing)
+                    os.close(descriptor)
+                    os.unlink(probe)
+            except OSError as error:
+                what = "open it for writing" if existing == path else f"create a file in {existing}"
+                reason = f"cannot {what}: {error.strerror or error}"
+    if reason is not None:
+        raise pytest.UsageError(
+            f"{option}={value}: cannot write the report there ({reason}); "
+            "pass a path in a writable directory."
+        )
 
 
 class ConformanceSession:
@@ -105,6 +155,10 @@ class ConformanceSession:
         self.results: dict[str, Result] = {}
         self.stale_known_failures: list[manifests.KnownFailure] = []
         self.is_worker = hasattr(config, "workerinput")
+        self._ids: dict[str, str] = {}  # pytest's node id -> the stable id, from the reports
+        self.died_in: set[str] = set()  # tests whose xdist worker died in them
+        self.interrupted = False  # Ctrl-C: the results are the ones so far
+        self.stopped_early = False  # -x, --maxfail: the same, on purpose
 
     def header(self) -> list[str]:
         seed = self.config.getoption("hypothesis_seed", None)
@@ -154,7 +208,7 @@ class ConformanceSession:
         for item in conformance_items:
             if not explicit_timeout and item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(timeout))
-            known = self.backend.manifest.known_failure(item.nodeid)
+            known = self.backend.manifest.known_failure(conformance_nodeid(item))
             if known is not None:
                 used.add(known)
                 if known.fixed_in(self.patches):
@@ -164,27 +218,44 @@ class ConformanceSession:
         # An entry that matches no test is stale: its module is gone, or its module ran (with no
         # -k/-m filter) and none of its tests matched. Modules left out of this run say nothing.
         filtered = bool(config.getoption("keyword") or config.getoption("markexpr"))
-        collected_modules = {_module_file(item.nodeid) for item in conformance_items}
-        package = Path(__file__).parent
+        collected_modules = {_module_file(conformance_nodeid(item)) for item in conformance_items}
         self.stale_known_failures = [
             entry
             for entry in self.backend.manifest.known_failures
             if entry not in used
             and (
-                not (package / _module_file(entry.test)).exists()
+                not (_PACKAGE / _module_file(entry.test)).exists()
                 or (_module_file(entry.test) in collected_modules and not filtered)
             )
         ]
 
     # ---- results ----
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        # The stable id travels on the report: with xdist the controller sees only reports.
+        report = yield
+        nodeid = conformance_nodeid(item)
+        if nodeid is not None:
+            report.conformance_nodeid = nodeid
+        return report
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not _is_conformance_nodeid(report.nodeid):
-            return
+        nodeid = getattr(report, "conformance_nodeid", None)
+        if nodeid is not None:
+            self._ids[report.nodeid] = nodeid
+        else:
+            # A report without one was made up by xdist for a worker that died in this test
+            # (a crash, or Ctrl-C): after the test's setup report, or from a path under the
+            # rootdir.
+            nodeid = self._ids.get(report.nodeid) or self._id_under_rootdir(report.nodeid)
+            if nodeid is None:
+                return
+            self.died_in.add(nodeid)
         outcome = _outcome(report)
         if outcome is None:
             return
-        previous = self.results.get(report.nodeid)
+        previous = self.results.get(nodeid)
         if previous is not None and previous.outcome in ("failed", "error"):
             return  # a passing teardown must not hide a failed call
         detail = ""
@@ -192,12 +263,20 @@ class ConformanceSession:
             detail = str(report.longrepr)[-4000:]
         elif hasattr(report, "wasxfail"):
             detail = report.wasxfail
-        self.results[report.nodeid] = Result(
-            nodeid=report.nodeid, area=area_of(report.nodeid), outcome=outcome, detail=detail
+        self.results[nodeid] = Result(
+            nodeid=nodeid, area=area_of(nodeid), outcome=outcome, detail=detail
         )
+
+    def _id_under_rootdir(self, nodeid: str) -> str | None:
+        path = (self.config.rootpath / nodeid.split("::", 1)[0]).resolve()
+        if path.parent != _PACKAGE or not path.name.startswith("test_") or "::" not in nodeid:
+            return None
+        return f"{_PACKAGE.name}/{path.name}::{nodeid.split('::', 1)[1]}"
 
     def run_record(self) -> dict:
         return {
+            "complete": not (self.interrupted or self.stopped_early),
+            "interrupted": self.interrupted,
             "label": self.label,
             "backend": self.backend.name,
             "reference": self.reference.name,
@@ -213,7 +292,12 @@ class ConformanceSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker or not self.results:
             return
-        if self.stale_known_failures:
+        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        self.stopped_early = bool(session.shouldfail or session.shouldstop)
+        if self.interrupted:  # Ctrl-C killed the workers in these tests: they did not fail
+            for nodeid in self.died_in:
+                self.results.pop(nodeid, None)
+        if self.stale_known_failures and not self.interrupted:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         run = self.run_record()
         if self.config.getoption("conformance_json"):
@@ -225,6 +309,13 @@ class ConformanceSession:
         if self.is_worker or not self.results:
             return
         terminalreporter.section("conformance")
+        if self.interrupted or self.stopped_early:
+            why = "the run was interrupted" if self.interrupted else "the run stopped early"
+            terminalreporter.write_line(
+                f"INCOMPLETE: {why}; the report is incomplete, with the results of the "
+                f"{len(self.results)} tests that ran",
+                yellow=True,
+            )
         for entry in self.stale_known_failures:
             terminalreporter.write_line(
                 f"STALE MANIFEST ENTRY: {entry.test!r} matches no test "
@@ -257,6 +348,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if config.getoption("backend"):
             raise pytest.UsageError(str(error)) from error
         return  # not a conformance run on a backend we know: stay out of the way
+    if not state.is_worker:
+        for option in ("conformance_json", "conformance_markdown"):
+            if config.getoption(option):
+                check_report_path("--" + option.replace("_", "-"), config.getoption(option))
     config.stash[_SESSION_KEY] = state
     config.pluginmanager.register(state, "conformance-session")
 

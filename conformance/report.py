@@ -71,11 +71,12 @@ def matrix(runs: Sequence[dict]) -> str:
     totals = []
     for run in runs:
         failed = sum(r["outcome"] in ("failed", "error") for r in run["results"])
-        totals.append(f"{len(run['results'])} tests, {failed} failing")
+        incomplete = "" if is_complete(run) else ", incomplete"
+        totals.append(f"{len(run['results'])} tests, {failed} failing{incomplete}")
     lines.append("| **total** | " + " | ".join(totals) + " |")
     details = [
         f"- {run['label']}: backend {run['backend']}, torch {run['torch']}"
-        f"{_patch_state(run)}, profile {run['profile']}"
+        f"{_patch_state(run)}, profile {run['profile']}{_completeness(run)}"
         for run in runs
     ]
     stale = [
@@ -84,6 +85,19 @@ def matrix(runs: Sequence[dict]) -> str:
         for entry in run.get("stale_known_failures", [])
     ]
     return "\n".join(lines + [""] + details + stale + differences(runs)) + "\n"
+
+
+def is_complete(run: dict) -> bool:
+    """False for a run that ended before its last test (Ctrl-C, -x): its results are the ones
+    so far. Runs written before the field existed were complete."""
+    return run.get("complete", True)
+
+
+def _completeness(run: dict) -> str:
+    if is_complete(run):
+        return ""
+    why = "interrupted" if run.get("interrupted") else "stopped early"
+    return f", **incomplete ({why})**: only the tests that ran before it ended"
 
 
 def _patch_state(run: dict) -> str:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,9 +22,10 @@ MANIFESTS = Path(conformance.__file__).parent / "backends"
 
 
 def run_suite(
-    tmp_path: Path, area: str, *extra: str, site: Path | None = None
+    tmp_path: Path, area: str, *extra: str, site: Path | None = None, **options: Any
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    """Run one area on neuron in a child; ``site`` goes first on the path (a torch to use)."""
+    """Run one area on neuron in a child; ``site`` goes first on the path (a torch to use);
+    ``options`` go to subprocess.run (``cwd``: by default here, above the conformance package)."""
     report_path = tmp_path / "run.json"
     command = [
         sys.executable,
@@ -39,7 +42,9 @@ def run_suite(
     ]
     path = [str(site)] if site is not None else []
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(TESTS)]))
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=300, **options
+    )
     run = json.loads(report_path.read_text()) if report_path.exists() else {}
     return completed, run
 
@@ -208,11 +213,19 @@ def test_report_rejects_a_file_that_is_not_a_run(tmp_path):
         report.main([str(bogus)])
 
 
-@pytest.mark.parametrize("mutant", ["crash_on_sum", "hang_on_sum"])
-def test_a_crash_or_hang_fails_that_test_and_the_run_goes_on(tmp_path, mutant):
-    # test_event_timing calls sum(); everything else in the area must still run and pass.
+@pytest.mark.parametrize(
+    ("mutant", "where"),
+    [("crash_on_sum", "checkout"), ("hang_on_sum", "checkout"), ("crash_on_sum", "project")],
+)
+def test_a_crash_or_hang_fails_that_test_and_the_run_goes_on(tmp_path, mutant, where):
+    # test_event_timing calls sum(); everything else in the area must still run and pass. From
+    # a project directory, xdist's report of the crashed worker has the "::test_x" node id.
+    cwd = None
+    if where == "project":
+        cwd = tmp_path / "project"
+        cwd.mkdir()
     completed, run = run_suite(
-        tmp_path, "capabilities", "-n", "2", "--timeout=10", "-p", f"mutants.{mutant}"
+        tmp_path, "capabilities", "-n", "2", "--timeout=10", "-p", f"mutants.{mutant}", cwd=cwd
     )
     outcomes = {r["nodeid"].split("::")[-1]: r["outcome"] for r in run["results"]}
     assert outcomes.pop("test_event_timing") in ("failed", "error"), completed.stdout[-2000:]
@@ -300,3 +313,152 @@ def test_a_fixed_known_failure_that_still_fails_on_a_patched_torch_fails_the_run
     assert completed.returncode == 1
     failed = [r["nodeid"] for r in run["results"] if r["outcome"] == "failed"]
     assert len(failed) == 2 and all("declared_dtypes_match_behaviour" in n for n in failed)
+
+
+# ---- runs from elsewhere: a user's project directory, an installed (non-editable) copy ----
+
+
+def test_a_run_from_an_unrelated_directory_reports_every_test_with_stable_ids(tmp_path):
+    # pytest's node ids are relative to the rootdir, here a directory that is not above the
+    # package ("::test_x"); the results must still be recorded, under the package-relative id,
+    # and the manifest's known failures must still match.
+    project = tmp_path / "project"
+    project.mkdir()
+    directory = manifest_dir_with(tmp_path, wrong_values_known_failures())
+    completed, run = run_suite(
+        tmp_path,
+        "capabilities",
+        f"--manifest-dir={directory}",
+        "-p",
+        "mutants.wrong_values",
+        cwd=project,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    nodeids = [r["nodeid"] for r in run["results"]]
+    assert len(nodeids) == 20
+    assert all(n.startswith("conformance/test_capabilities.py::test_") for n in nodeids), nodeids
+    assert {r["area"] for r in run["results"]} == {"capabilities"}
+    assert sum(r["outcome"] == "known" for r in run["results"]) == 2
+    assert "capabilities" in completed.stdout.split("conformance ===")[-1]
+
+
+def test_an_installed_copy_run_from_a_project_directory_writes_the_report(tmp_path):
+    # A non-editable install: the package copied to a site directory first on the path (with
+    # one area only, which also proves that the copy, not the checkout, ran), and the
+    # `conformance` command (2 xdist workers) run from the user's project directory.
+    site = tmp_path / "site"
+    shutil.copytree(
+        Path(conformance.__file__).parent,
+        site / "conformance",
+        ignore=lambda _, names: [
+            n
+            for n in names
+            if n == "__pycache__" or n.startswith("test_") and n != "test_capabilities.py"
+        ],
+    )
+    project = tmp_path / "project"
+    project.mkdir()
+    command = [sys.executable, "-m", "conformance", "--backend=cpu", "--profile=quick"]
+    command += ["--json=out.json", "--markdown=out.md"]
+    env = dict(os.environ, PYTHONPATH=str(site))
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=project, timeout=300
+    )
+    output = completed.stdout[-3000:] + completed.stderr[-2000:]
+    assert completed.returncode == 0, output
+    run = json.loads((project / "out.json").read_text())
+    nodeids = sorted(r["nodeid"] for r in run["results"])
+    assert len(nodeids) == 20, nodeids
+    assert all(n.startswith("conformance/test_capabilities.py::test_") for n in nodeids), nodeids
+    assert "| capabilities | ok: " in (project / "out.md").read_text()
+
+
+# ---- reports that cannot be written, and interrupted runs ----
+
+
+@pytest.mark.parametrize(
+    ("option", "where"),
+    [
+        ("--conformance-json", "under-a-file"),
+        ("--conformance-json", "proc"),
+        ("--conformance-markdown", "under-a-file"),
+    ],
+)
+def test_an_unwritable_report_path_is_a_usage_error_before_the_run(tmp_path, option, where):
+    # Tests run as root, whom permission bits do not stop: a parent that is a regular file, or
+    # /proc (where nobody can create files), are unwritable for everyone.
+    if where == "under-a-file":
+        (tmp_path / "a-file").write_text("")
+        path = tmp_path / "a-file" / "reports" / "out"
+    else:
+        path = Path("/proc/conformance-reports/out")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--backend=neuron"]
+    command += ["--conformance-profile=quick", f"{option}={path}"]
+    command += ["--pyargs", "conformance.test_capabilities"]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 4, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert f"ERROR: {option}={path}: cannot write the report there" in completed.stderr
+    assert "pass a path in a writable directory" in completed.stderr
+    assert "Traceback" not in completed.stdout + completed.stderr
+    assert " passed" not in completed.stdout  # nothing ran
+
+
+INTERRUPT_PLUGIN = """
+import os
+import signal
+
+started = []
+
+
+def pytest_runtest_setup(item):
+    # Ctrl-C, for real, as the third test (of this process) starts: the first ones have their
+    # results. A terminal sends it to the whole process group: the xdist workers too.
+    started.append(item.nodeid)
+    if len(started) == 3:
+        if os.environ.get("CTRL_C_TO_THE_GROUP"):
+            os.killpg(os.getpgid(0), signal.SIGINT)
+        else:
+            os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_interrupted_run_writes_the_results_so_far_marked_incomplete(tmp_path, capsys, workers):
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "ctrl_c_on_the_third_test.py").write_text(INTERRUPT_PLUGIN)
+    markdown = tmp_path / "run.md"
+    xdist = ["-n", str(workers)] if workers else []
+    completed, run = run_suite(
+        tmp_path,
+        "capabilities",
+        *xdist,
+        "-p",
+        "ctrl_c_on_the_third_test",
+        f"--conformance-markdown={markdown}",
+        site=plugins,
+        # its own process group, so that the signal reaches the run and nothing else
+        start_new_session=True,
+        cwd=tmp_path,
+    )
+    output = completed.stdout[-3000:] + completed.stderr[-2000:]
+    assert completed.returncode == 2, output  # pytest's INTERRUPTED
+    assert run["complete"] is False and run["interrupted"] is True, output
+    ran = len(run["results"])
+    assert ran == 2 if not workers else 1 <= ran < 20, output
+    # Only the tests that ran to the end: one the interrupt killed (with its worker) did not fail.
+    assert all(r["outcome"] == "passed" for r in run["results"]), output
+    assert "the report is incomplete" in completed.stdout
+    assert "incomplete (interrupted)" in markdown.read_text()
+    # conformance-report reads it and says so.
+    assert report.main([str(tmp_path / "run.json")]) == 0
+    table = capsys.readouterr().out
+    assert f"| **total** | {ran} tests, 0 failing, incomplete |" in table
+    assert "incomplete (interrupted)" in table
+
+
+def test_a_complete_run_is_marked_complete(tmp_path):
+    completed, run = run_suite(tmp_path, "capabilities")
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert run["complete"] is True and run["interrupted"] is False
+    assert "incomplete" not in report.matrix([run])

@@ -21,7 +21,16 @@ def test_device_count_follows_neuron_rt_visible_cores(run_python, visible_cores,
     assert result.stdout.split() == [str(expected), str(expected)]
 
 
-@pytest.mark.parametrize("visible_cores", ["", "a", "3-1", "0,,1", "-1", "0-"])
+@pytest.mark.parametrize(
+    "visible_cores",
+    [
+        *("", "a", "3-1", "0,,1", "-1", "0-"),
+        # empty entries, at either end too
+        *("1,", ",1", "1,,2", " ", "0, ", "0-1,"),
+        # a core named twice: it would be one device, not two
+        *("0,0", "0-2,1", "1,0-1", "0-1,1-2", " 1 ,1"),
+    ],
+)
 def test_malformed_visible_cores_is_a_clear_error_naming_the_variable(run_python, visible_cores):
     result = run_python(
         """
@@ -35,8 +44,32 @@ def test_malformed_visible_cores_is_a_clear_error_naming_the_variable(run_python
         env={"NEURON_RT_VISIBLE_CORES": visible_cores},
     )
     assert result.returncode == 0, result.stderr
-    assert "ERROR: Invalid NEURON_RT_VISIBLE_CORES" in result.stdout
+    assert f"ERROR: Invalid NEURON_RT_VISIBLE_CORES='{visible_cores}': " in result.stdout
+    assert 'Use a core index ("1"), a list ("0,2,5") or a range ("0-3")' in result.stdout
     assert "available: False" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("visible_cores", "reason"),
+    [
+        ("1,", "it has an empty entry"),
+        ("0-2,1", "core 1 is named twice"),
+        ("0,0", "core 0 is named twice"),
+    ],
+)
+def test_visible_cores_error_says_what_is_wrong(run_python, visible_cores, reason):
+    result = run_python(
+        """
+        import torch
+        try:
+            torch.neuron.device_count()
+        except RuntimeError as error:
+            print("ERROR:", error)
+        """,
+        env={"NEURON_RT_VISIBLE_CORES": visible_cores},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"Invalid NEURON_RT_VISIBLE_CORES='{visible_cores}': {reason}." in result.stdout
 
 
 def test_set_device_index_changes_where_tensors_are_created(restore_device):

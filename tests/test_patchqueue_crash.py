@@ -12,6 +12,7 @@ anything but its stock or its patched bytes (never truncated).
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -317,3 +318,79 @@ def test_kill_at_every_point_of_revert_on_a_checkout(git_case, tmp_path) -> None
             assert git_state(work) in (before, applied), (points[number - 1], follow_up)
         assert cli(series, "revert", str(work)).returncode == 0
         assert git_state(work) == before, (points[number - 1], follow_up, after.stdout)
+
+
+# --- the real series on a copy of the real installed torch ----------------------------------
+
+
+def listing_hash(root: Path, read: set[str]) -> str:
+    """Every path under ``root`` with its kind, mode and size, and the bytes of the files in
+    ``read`` (relative paths) and of every file the listing does not name in ``read``'s
+    folders... kept cheap: the 2,000+ untouched files of a real torch are compared by size and
+    mode, the files the series touches (and anything new) by content."""
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = Path(folder, name)
+            rel = str(path.relative_to(root))
+            info = path.lstat()
+            digest.update(f"{rel} {info.st_mode:o} {info.st_size}\n".encode())
+            if rel in read and path.is_file() and not path.is_symlink():
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def real_copy(tmp_path_factory):
+    """A shadow of the installed torch (copies of its 2,000+ .py files, links to the rest), the
+    paths the series writes and the stock and applied states."""
+    from tools.patchqueue.verify import build_shadow, installed_torch
+
+    site = tmp_path_factory.mktemp("real") / "site-packages"
+    build_shadow(installed_torch().torch_dir, site)
+    stock_full = tree_hash(site)
+    assert cli(SERIES, "apply", str(site / "torch")).returncode == 0
+    touched = {
+        str(p.relative_to(site))
+        for p in site.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.stat().st_mtime > 0
+    }
+    applied = listing_hash(site, touched)
+    assert cli(SERIES, "revert", str(site / "torch")).returncode == 0
+    assert tree_hash(site) == stock_full
+    return site, listing_hash(site, touched), applied, touched, stock_full
+
+
+SERIES = ROOT / "patches"
+
+
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_kill_at_every_write_point_of_the_real_series(real_copy, tmp_path, command) -> None:
+    site, stock, applied, touched, stock_full = real_copy
+    torch_dir = str(site / "torch")
+
+    def state() -> str:
+        return listing_hash(site, touched)
+
+    if command == "revert":
+        assert cli(SERIES, "apply", torch_dir).returncode == 0
+    points = fault_points(SERIES, command, torch_dir, trace=tmp_path / "trace")
+    assert len(points) > 80, len(points)  # 21 patches: backups, 18 files, 21 tests, records
+    if command == "apply":
+        assert cli(SERIES, "revert", torch_dir).returncode == 0
+    for number, follow_up in zip(range(1, len(points) + 1), cycle(NEXT_COMMANDS)):
+        if command == "revert" and state() != applied:
+            assert cli(SERIES, "apply", torch_dir).returncode == 0
+        killed = cli(SERIES, command, torch_dir, fault_at=str(number))
+        assert killed.returncode == -9, points[number - 1]
+        after = cli(SERIES, follow_up, torch_dir)
+        assert after.returncode == 0, (points[number - 1], follow_up, after.stderr)
+        now = state()
+        assert now in (stock, applied), (points[number - 1], follow_up, after.stdout)
+        if now == applied and command == "apply":
+            assert cli(SERIES, "revert", torch_dir).returncode == 0
+            assert state() == stock
+    if state() == applied:
+        assert cli(SERIES, "revert", torch_dir).returncode == 0
+    assert tree_hash(site) == stock_full

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -148,9 +149,7 @@ def test_a_corrupted_second_hunk_header_is_an_error_not_a_lost_hunk(tmp_path) ->
         lines = patch.read_text().split("\n")
         headers = [i for i, line in enumerate(lines) if line.startswith("@@ ")]
         sections = [i for i, line in enumerate(lines) if line.startswith("diff --git ")]
-        same_file = [
-            b for a, b in zip(headers, headers[1:]) if not any(a < s < b for s in sections)
-        ]
+        same_file = [b for a, b in pairwise(headers) if not any(a < s < b for s in sections)]
         if same_file:
             break
     else:  # pragma: no cover - the series always has a multi-hunk file

@@ -10,8 +10,9 @@ Fault injection (for the crash-safety tests, and for anyone who wants to see it 
 every operation first calls :func:`checkpoint`, which counts it. With
 ``DA_PATCHES_FAULT_AT=N`` (or ``N,M,...``) the N-th point kills the process (and the git it may
 be running) with SIGKILL, or, with ``DA_PATCHES_FAULT=enospc|eacces``, raises that error
-instead, as a full disk or a read-only file would. ``DA_PATCHES_FAULT_TRACE=FILE`` appends ``N label`` for every point
-reached, which is how the tests learn how many points a command has.
+instead, as a full disk or a read-only file would. ``DA_PATCHES_FAULT_TRACE=FILE`` appends
+``N label`` for every point reached, which is how the tests learn how many points a command
+has.
 """
 
 from __future__ import annotations

@@ -49,17 +49,31 @@ bool parse_index(const std::string& text, long* out) {
 }
 
 // NEURON_RT_VISIBLE_CORES follows the Neuron runtime: "0-3" (a range),
-// "0,2,5" (a list), "1" (one core), or a list of ranges. The count of
-// distinct cores is the device count; the cores' own ids are not exposed.
+// "0,2,5" (a list), "1" (one core), or a list of ranges. Each core is named
+// once and the count of cores is the device count; the cores' own ids are not
+// exposed. A core named twice ("0,0", "0-2,1") or an empty entry ("1,") is an
+// error, not a smaller count: it is a typo, and the user expects more devices.
 // Returns -1 and fills `error` on a malformed value.
 int parse_visible_cores(const char* raw, std::string* error) {
+  const std::string value(raw);
+  if (trim(value).empty()) {
+    *error = "it names no core";
+    return -1;
+  }
   std::set<long> cores;
-  std::stringstream items(raw);
-  std::string item;
-  bool any = false;
-  while (std::getline(items, item, ',')) {
-    any = true;
-    item = trim(item);
+  size_t begin = 0;
+  while (begin <= value.size()) {
+    // std::getline would drop an empty last entry ("1,"): split by hand.
+    size_t comma = value.find(',', begin);
+    if (comma == std::string::npos) {
+      comma = value.size();
+    }
+    const std::string item = trim(value.substr(begin, comma - begin));
+    begin = comma + 1;
+    if (item.empty()) {
+      *error = "it has an empty entry";
+      return -1;
+    }
     const auto dash = item.find('-');
     long first = 0;
     long last = 0;
@@ -76,16 +90,15 @@ int parse_visible_cores(const char* raw, std::string* error) {
       return -1;
     }
     for (long core = first; core <= last; ++core) {
-      cores.insert(core);
+      if (!cores.insert(core).second) {
+        *error = "core " + std::to_string(core) + " is named twice";
+        return -1;
+      }
       if (static_cast<int>(cores.size()) > kMaxDevices) {
         *error = "more than " + std::to_string(kMaxDevices) + " cores";
         return -1;
       }
     }
-  }
-  if (!any || cores.empty()) {
-    *error = "it names no core";
-    return -1;
   }
   return static_cast<int>(cores.size());
 }
