@@ -50,7 +50,6 @@ from device_agnostic.scan.parallel import scan_files
 from device_agnostic.scan.rules import ALL_RULES, Finding
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput
-from tools.patchqueue.overlay import load_state
 from tools.patchqueue.series import Series, load_series
 from tools.patchqueue.targets import InstalledTorch
 
@@ -345,10 +344,10 @@ def run_audit(
     """Scan stock and patched, apply the exclusions, compare and check (see the module doc)."""
     target = InstalledTorch(torch_dir)
     warnings: list[str] = []
-    if load_state(target) is not None:
+    if target.state_dir.exists():  # applied, or an interrupted apply/revert
         raise BadInput(
-            f"{torch_dir}: the patch overlay is applied, so this torch is not stock; "
-            f"run scripts/patches revert {torch_dir} first"
+            f"{torch_dir}: the patch overlay is applied (record {target.state_dir}), so this "
+            f"torch is not stock; run scripts/patches revert {torch_dir} first"
         )
     version, commit = target.version()
     series = load_series(series_dir)
