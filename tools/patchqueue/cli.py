@@ -233,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("patches: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # reading the target or the series; every write is handled inside
+        print(f"patches: error: {exc}; the next command on the target recovers", file=sys.stderr)
+        return 4
     print("\n".join(lines))
     return status
 
