@@ -32,7 +32,14 @@ def test_select_and_ignore_take_prefixes_and_the_longer_wins() -> None:
     assert not config.enabled("DA101") and config.enabled("DA111")
     config = Config(select=["DA101"], ignore=["DA1"])
     assert config.enabled("DA101") and not config.enabled("DA102")
-    assert len(Config(ignore=["DA110"]).rules()) == len(ALL_RULES) - 1
+    opt_in = sum(rule.opt_in for rule in ALL_RULES)
+    assert len(Config(ignore=["DA110"]).rules()) == len(ALL_RULES) - 1 - opt_in
+
+
+def test_an_opt_in_rule_runs_only_when_selected_by_its_id() -> None:
+    assert "DA190" not in {r.id for r in Config().rules()}
+    assert "DA190" not in {r.id for r in Config(select=["DA1"]).rules()}
+    assert "DA190" in {r.id for r in Config(select=["DA1", "DA190"]).rules()}
 
 
 @pytest.mark.parametrize(

@@ -129,7 +129,7 @@ def test_diff_prints_and_writes_nothing(tmp_path: Path, capsys) -> None:
     assert target.read_bytes() == before
     assert f"--- a/{target}\n+++ b/{target}\n" in out
     assert "-    .cuda()\n+    .to(torch.accelerator.current_accelerator())\n" in out
-    assert "Would fix 4 findings in 1 file" in err
+    assert "Would fix 5 findings in 1 file" in err
     assert main([str(FIX_FIXTURES / "shadowed.py"), "--diff"]) == 0
 
 
@@ -144,7 +144,7 @@ def test_fix_exit_status_and_summary(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path / "devices.py"), "--fix"]) == 1
     out = capsys.readouterr().out
     # "more with --unsafe-fixes" is an upper bound: it counts `.cuda(device=1)`, left anyway
-    assert "Fixed 4 findings in 1 file (3 remaining; 3 more with --unsafe-fixes)" in out
+    assert "Fixed 5 findings in 1 file (2 remaining; 2 more with --unsafe-fixes)" in out
     assert "devices.py\n  10:5  DA102" in out  # the remaining findings, at their new lines
 
 
@@ -209,7 +209,7 @@ def test_fix_from_the_command_line(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert result.returncode == 1, result.stderr
-    assert "Fixed 18 findings in 5 files" in result.stdout, result.stdout
+    assert "Fixed 17 findings in 5 files" in result.stdout, result.stdout
     for fixture in INPUTS:
         expected = fixture.with_name(fixture.stem + ".fixed.py").read_bytes()
         assert (tmp_path / fixture.name).read_bytes() == expected, fixture.name

@@ -74,7 +74,30 @@ def test_findings_carry_the_replacement_and_its_safety() -> None:
 
 def test_literal_with_an_index_keeps_the_index() -> None:
     [finding] = scan_source("m.py", b'x.to("cuda:3")\n')
-    assert finding.replacement.endswith(", 3)")
+    assert finding.replacement == f'{ACCELERATOR_TYPE} + ":3"'
+
+
+def test_every_device_rewrite_keeps_the_str_type_of_the_literal() -> None:
+    """A str stays a str (``"cuda" in device``, string configs, ``autocast(device_type=)``),
+    and equals the literal where no accelerator is present (the generated expression is
+    evaluated here with ``current_accelerator()`` returning None)."""
+
+    class NoAccelerator:
+        @staticmethod
+        def current_accelerator(check_available: bool = False) -> None:
+            return None
+
+    class Torch:
+        accelerator = NoAccelerator
+
+    source = (
+        b'a = torch.zeros(2, device="cuda")\nb = x.to("cuda:1")\nc = x.to(f"cuda:{r}")\n'
+        b'd = x.to("cuda:{}".format(r))\ndevice = "cuda"\n'
+    )
+    originals = {1: "cuda", 2: "cuda:1", 3: "cuda:7", 4: "cuda:7", 5: "cuda"}
+    for finding in scan_source("m.py", source):
+        value = eval(finding.replacement, {"torch": Torch, "r": 7})  # noqa: S307 - our own code
+        assert value == originals[finding.line], finding
 
 
 def test_scanner_does_not_import_torch() -> None:
@@ -104,7 +127,7 @@ def test_comparisons_of_unrelated_strings_are_not_flagged() -> None:
     assert scan_source("m.py", source) == []
 
 
-def test_cuda_literal_is_a_safe_fix_in_a_device_argument_and_review_elsewhere() -> None:
+def test_cuda_literal_is_a_safe_fix_in_a_device_argument_and_as_a_value() -> None:
     source = (
         b"import torch\n"
         b'x = torch.zeros(2, device="cuda" if ok else "cpu")\n'
@@ -114,7 +137,7 @@ def test_cuda_literal_is_a_safe_fix_in_a_device_argument_and_review_elsewhere() 
     )
     found = {(f.line, f.fix_safety, f.replacement) for f in scan_source("m.py", source)}
     assert found == {
-        (2, "safe", "torch.accelerator.current_accelerator()"),
-        (3, "review", "torch.accelerator.current_accelerator()"),
-        (5, "review", f"torch.device({ACCELERATOR_TYPE}, 1)"),
+        (2, "safe", ACCELERATOR_TYPE),
+        (3, "safe", ACCELERATOR_TYPE),
+        (5, "safe", f'{ACCELERATOR_TYPE} + ":1"'),
     }

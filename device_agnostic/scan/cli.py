@@ -21,6 +21,7 @@ from .fix import FixRun, Keep, fix_findings, unified_diff
 from .parallel import scan_files
 from .report import FORMATS, write
 from .rules import ALL_RULES
+from .versions import limit, parse_version
 
 
 def _csv(value: str) -> list[str]:
@@ -51,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--select", type=_csv, help="comma-separated ids or prefixes")
     parser.add_argument("--ignore", type=_csv, default=[], help="comma-separated ids or prefixes")
     parser.add_argument("--exclude", type=_csv, default=[], help="comma-separated glob patterns")
+    parser.add_argument(
+        "--torch-version",
+        metavar="X.Y",
+        help="the oldest torch the code supports: rewrites that need a newer one are not offered",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=0, help="processes (default: cores)")
     parser.add_argument("--output", "-o", help="write the report to this file")
     parser.add_argument("--fix", action="store_true", help="apply the safe rewrites in place")
@@ -100,15 +106,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         config.select = args.select
     config.ignore += args.ignore
     config.exclude += args.exclude
+    if args.torch_version is not None:
+        try:
+            config.torch_version = parse_version(args.torch_version)
+        except ValueError as exc:
+            print(f"da-scan: --{exc}", file=sys.stderr)
+            return 2
 
     found = discover(args.paths, config.exclude)
     rule_ids = [rule.id for rule in config.rules()]
     findings = found.errors + scan_files(found.files, rule_ids, args.jobs)
-    findings = [f for f in findings if _reported(f.rule, config)]
+    findings = limit([f for f in findings if _reported(f.rule, config)], config.torch_version)
     run = None
     if args.fix or args.diff:
         shown = {r.id for r in ALL_RULES} | set(INPUT_DIAGNOSTICS)
-        keep = Keep(frozenset(i for i in shown if _reported(i, config)))
+        keep = Keep(frozenset(i for i in shown if _reported(i, config)), config.torch_version)
         run = fix_findings(
             findings, config.rules(), args.unsafe_fixes, keep, not args.diff, args.jobs
         )

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .rules import ALL_RULES, Rule
+from .versions import parse_version
 
 
 class ConfigError(ValueError):
@@ -31,6 +32,7 @@ class Config:
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     source: str | None = None
+    torch_version: tuple[int, int] | None = None  # the oldest torch the project supports
 
     def enabled(self, rule_id: str) -> bool:
         """Whether ``rule_id`` is reported: selected (or no selection) and not ignored; the
@@ -42,7 +44,13 @@ class Config:
         return ignored < 0 or selected > ignored
 
     def rules(self, rules: Sequence[Rule] = ALL_RULES) -> list[Rule]:
-        return [rule for rule in rules if self.enabled(rule.id)]
+        """The rules to run: enabled ones, an opt-in rule only when selected by its full id."""
+        named = {p.upper() for p in self.select}
+        return [
+            rule
+            for rule in rules
+            if self.enabled(rule.id) and (not rule.opt_in or rule.id in named)
+        ]
 
 
 def _longest_prefix(rule_id: str, prefixes: Iterable[str]) -> int:
@@ -84,7 +92,12 @@ def load_config(start: str) -> Config:
                 f"{path}: [tool.device-agnostic.scan] {key} must be a list of strings"
             )
         setattr(config, key, list(value))
-    unknown = set(table) - {"select", "ignore", "exclude"}
+    if "torch-version" in table:
+        try:
+            config.torch_version = parse_version(table["torch-version"])
+        except ValueError as exc:
+            raise ConfigError(f"{path}: [tool.device-agnostic.scan] {exc}") from None
+    unknown = set(table) - {"select", "ignore", "exclude", "torch-version"}
     if unknown:
         raise ConfigError(f"{path}: [tool.device-agnostic.scan] unknown keys: {sorted(unknown)}")
     return config

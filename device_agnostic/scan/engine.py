@@ -14,10 +14,11 @@ from __future__ import annotations
 import ast
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from io import BytesIO
 
 from .rules import ALL_RULES, Context, Finding, Rule
+from .rules.guards import settle_guards
 
 SYNTAX_ERROR = "DA901"
 NOT_UTF8 = "DA902"
@@ -94,7 +95,7 @@ def scan_source(path: str, data: bytes, rules: Sequence[Rule] = ALL_RULES) -> li
     return sorted(f for f in findings if not _suppressed(f, lines))
 
 
-def run_rules(path: str, tree: ast.Module, rules: Sequence[Rule]) -> Iterable[Finding]:
+def run_rules(path: str, tree: ast.Module, rules: Sequence[Rule]) -> list[Finding]:
     """One walk over ``tree`` calling each rule on the node types it visits."""
     nodes = list(ast.walk(tree))
     ctx = Context(path, nodes)
@@ -102,9 +103,14 @@ def run_rules(path: str, tree: ast.Module, rules: Sequence[Rule]) -> Iterable[Fi
     for rule in rules:
         for node_type in rule.node_types:
             dispatch.setdefault(node_type, []).append(rule)
-    for node in nodes:
-        for rule in dispatch.get(type(node), ()):
-            yield from rule.visit(node, ctx)
+    findings = [
+        finding
+        for node in nodes
+        for rule in dispatch.get(type(node), ())
+        for finding in rule.visit(node, ctx)
+    ]
+    # A guard is only as safe as what it guards: settled once every rule has spoken.
+    return settle_guards(findings, nodes, ctx)
 
 
 def scan_file(path: str, rules: Sequence[Rule] = ALL_RULES) -> list[Finding]:

@@ -24,6 +24,7 @@ from itertools import repeat
 from .engine import scan_source
 from .parallel import default_jobs
 from .rules import SAFE, Finding, Rule
+from .versions import limit
 
 # Rules with a rewrite for at least some uses (fix_edits.FIXABLE_RULES; repeated here so that
 # deciding which files need libcst does not import it).
@@ -57,6 +58,7 @@ class Keep:
     processes can receive (a closure over the configuration cannot be pickled)."""
 
     rule_ids: frozenset[str]
+    torch_version: tuple[int, int] | None = None  # rewrites newer than this are not offered
 
     def __call__(self, finding: Finding) -> bool:
         return finding.rule in self.rule_ids
@@ -99,6 +101,7 @@ def fix_source(
     """Fix the source ``data`` of ``path`` in memory. ``keep`` filters the findings as the
     report does (select/ignore), so an ignored rule is never fixed."""
     findings = [f for f in scan_source(path, data, rules) if keep(f)]
+    findings = limit(findings, getattr(keep, "torch_version", None))
     result = FileFix(path, data, data, remaining=findings)
     todo = [f for f in findings if fixable(f, unsafe)]
     if not todo:

@@ -4,7 +4,7 @@ import torch
 from torch import cuda
 from torch.cuda import synchronize as sync
 
-if torch.accelerator.is_available():  # keep this comment
+if torch.cuda.is_available():  # keep this comment
     torch.accelerator.set_device_index(
         0,  # the first device
     )
@@ -13,7 +13,7 @@ if torch.accelerator.is_available():  # keep this comment
     torch.accelerator.synchronize()
     s = torch.cuda.Stream()  # review: torch.Stream
     free, total = torch.cuda.mem_get_info()  # review
-    torch.get_device_module(torch.accelerator.current_accelerator()).manual_seed_all(0)
+    torch.cuda.manual_seed_all(0)
     torch.cuda.synchronize()  # noqa: DA101
     torch.cuda.empty_cache()  # noqa
 

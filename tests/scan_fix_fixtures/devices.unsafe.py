@@ -6,11 +6,11 @@ model = (
     )
     .to(torch.accelerator.current_accelerator())
 )
-x = torch.zeros(2, device=torch.accelerator.current_accelerator()).to(torch.accelerator.current_accelerator())  # both: literal and .cuda()
+x = torch.zeros(2, device=getattr(torch.accelerator.current_accelerator(), "type", "cuda")).to(torch.accelerator.current_accelerator())  # both: literal and .cuda()
 y = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 1))  # review: an index
 z = x.cuda(device=1)  # not rewritten: no faithful .to() spelling
-w = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 0), non_blocking=True)
+w = x.to(getattr(torch.accelerator.current_accelerator(), "type", "cuda") + ":0", non_blocking=True)
 
 
-def make(n, device=torch.accelerator.current_accelerator()):  # review: the default is evaluated at definition
+def make(n, device=getattr(torch.accelerator.current_accelerator(), "type", "cuda")):  # review: the default is evaluated at definition
     return torch.empty(n, device=device)

@@ -6,4 +6,4 @@ import torch
 
 def run(model, dist):
     model.to(torch.accelerator.current_accelerator())
-    dist.init_process_group(torch.distributed.get_default_backend_for_device(torch.accelerator.current_accelerator()))  # review
+    dist.init_process_group(torch.distributed.get_default_backend_for_device(getattr(torch.accelerator.current_accelerator(), "type", "cuda")))  # review

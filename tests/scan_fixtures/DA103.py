@@ -12,11 +12,11 @@ g = a.to("cudagraph")
 print("cuda")
 
 # A conditional that picks CUDA when it is there: the "cuda" branch is flagged.
-h = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # expect: DA101 DA103
+h = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # expect: DA103
 i = a.to(device="cuda:0" if flag else ("cpu" if other else "cuda:1"))  # expect: DA103 DA103
 
-# A variable or function that holds the device (review: callers may use it as a string).
-device = "cuda" if torch.cuda.is_available() else "cpu"  # expect: DA101 DA103
+# A variable or function that holds the device (rewritten as a str, so string uses still work).
+device = "cuda" if torch.cuda.is_available() else "cpu"  # expect: DA103
 self.train_device = "cuda:1"  # expect: DA103
 label: str = "cuda"
 
@@ -29,3 +29,16 @@ def get_device():
 
 def name_of_backend():
     return "cuda"  # not a device function: left alone
+
+
+# The device switches of real projects: argparse defaults, f-strings and .format, map_location,
+# autocast's device_type.
+parser.add_argument("--device", default="cuda")  # expect: DA103
+parser.add_argument("--lr", default="cuda")
+x = a.to(f"cuda:{rank}")  # expect: DA103
+y = torch.load(path, map_location="cuda:{}".format(rank))  # expect: DA103
+z = torch.load(path, map_location="cuda")  # expect: DA103
+with torch.autocast(device_type="cuda"):  # expect: DA103
+    pass
+with torch.autocast("cuda", dtype=torch.float16):  # expect: DA103
+    pass

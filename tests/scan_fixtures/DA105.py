@@ -18,7 +18,9 @@ def backward(ctx, g):
 
 
 # Not flagged: the generic API.
-with torch.amp.autocast("cuda"):
+with torch.amp.autocast("cpu"):
+    pass
+with torch.amp.autocast("cuda"):  # expect: DA103
     pass
 with torch.cuda.amp.autocast(dtype=torch.bfloat16):  # expect: DA105
     pass

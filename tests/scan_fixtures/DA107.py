@@ -15,3 +15,11 @@ if x.device.type in ("cpu", "meta"):
     pass
 if func.attr != "cuda":
     pass
+
+# Substring and prefix tests of a device string.
+if "cuda" in device:  # expect: DA107
+    pass
+if cfg.device.startswith("cuda"):  # expect: DA107
+    pass
+if name.startswith("cuda"):
+    pass

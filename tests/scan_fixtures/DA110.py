@@ -1,8 +1,13 @@
+import torch
 import torch.distributed as dist
 
 dist.init_process_group("nccl")  # expect: DA110
 dist.init_process_group(backend="nccl", world_size=1)  # expect: DA110
-if dist.get_backend() == "nccl":  # expect: DA110
+backend = "nccl" if torch.cuda.is_available() else "gloo"  # expect: DA110 DA101
+dist_backend: str = "nccl"  # expect: DA110
+
+# Not flagged: a comparison asks about NCCL itself.
+if dist.get_backend() == "nccl":
     pass
 
 # Not flagged.

@@ -7,7 +7,14 @@ Ids: DA1xx are CUDA assumptions; DA9xx are reserved for inputs the scan could no
 from __future__ import annotations
 
 from .amp import CudaAmp
-from .backends import CudnnFlags, NcclBackend, NvtxRange
+from .backends import (
+    CudaProfilerActivity,
+    CudnnBenchmarkHint,
+    CudnnFlags,
+    NcclBackend,
+    NvtxRange,
+    Tf32Switches,
+)
 from .base import REVIEW, SAFE, Context, Finding, Rule
 from .checks import CudaTypeComparison, IsCudaAttribute, PrivateUse1Comparison
 from .cuda_api import CudaApiWithGenericEquivalent
@@ -27,6 +34,9 @@ ALL_RULES: tuple[Rule, ...] = tuple(
             CudnnFlags(),
             NcclBackend(),
             NvtxRange(),
+            Tf32Switches(),
+            CudaProfilerActivity(),
+            CudnnBenchmarkHint(),
         ),
         key=lambda rule: rule.id,
     )

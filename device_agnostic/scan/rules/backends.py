@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .base import REVIEW, Context, Finding, QualnameRule, Rule, mentions
+from .base import ACCELERATOR_TYPE, REVIEW, Context, Finding, QualnameRule, Rule, mentions
 
 
 class CudnnFlags(QualnameRule):
@@ -32,14 +32,104 @@ class CudnnFlags(QualnameRule):
     node_types = (ast.Attribute,)
     targets = {
         "torch.backends.cudnn.deterministic": ("torch.use_deterministic_algorithms(True)", REVIEW),
-        "torch.backends.cudnn.benchmark": (
-            "torch.backends.cudnn.benchmark (CUDA only; other backends autotune on their own)",
+    }
+
+    def message(self, name: str, replacement: str) -> str:
+        return f"`{name}` only affects cuDNN"
+
+
+class CudnnBenchmarkHint(QualnameRule):
+    """``torch.backends.cudnn.benchmark``: a speed hint that other backends ignore (opt-in).
+
+    Before::
+
+        torch.backends.cudnn.benchmark = True
+
+    After::
+
+        # nothing to rewrite: keep it for CUDA, look for the backend's own switch
+    """
+
+    id = "DA190"
+    name = "cudnn-benchmark-hint"
+    summary = "cuDNN autotuning hint (opt-in: harmless elsewhere)"
+    why = (
+        "Other backends ignore it, which changes nothing but speed; select DA190 to list the "
+        "places a port may want a backend's own tuning switch."
+    )
+    fix_safety = REVIEW
+    opt_in = True
+    targets = {
+        "torch.backends.cudnn.benchmark": ("(CUDA only; other backends tune on their own)", REVIEW)
+    }
+
+    def message(self, name: str, replacement: str) -> str:
+        return f"`{name}` only tunes cuDNN; other backends ignore it"
+
+
+class Tf32Switches(QualnameRule):
+    """The CUDA-only TF32 switches.
+
+    Before::
+
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    After::
+
+        torch.set_float32_matmul_precision("high")
+    """
+
+    id = "DA112"
+    name = "tf32-switches"
+    summary = "CUDA-only TF32 switches instead of torch.set_float32_matmul_precision"
+    why = (
+        "Only CUDA reads these flags; torch.set_float32_matmul_precision tells every backend "
+        "how much float32 matmul precision it may trade for speed."
+    )
+    fix_safety = REVIEW
+    targets = {
+        "torch.backends.cuda.matmul.allow_tf32": (
+            'torch.set_float32_matmul_precision("high")',
+            REVIEW,
+        ),
+        "torch.backends.cudnn.allow_tf32": ('torch.set_float32_matmul_precision("high")', REVIEW),
+    }
+
+    def message(self, name: str, replacement: str) -> str:
+        return f"`{name}` only affects CUDA; use `{replacement}`"
+
+
+class CudaProfilerActivity(QualnameRule):
+    """``ProfilerActivity.CUDA``: traces CUDA kernels only.
+
+    Before::
+
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+
+    After::
+
+        activities = torch.profiler.supported_activities()
+    """
+
+    id = "DA113"
+    name = "cuda-profiler-activity"
+    summary = "ProfilerActivity.CUDA leaves other accelerators' kernels out of the trace"
+    why = (
+        "On XPU, MPS or a PrivateUse1 backend the device's kernels are a different activity; "
+        "torch.profiler.supported_activities() lists the ones this build can trace."
+    )
+    fix_safety = REVIEW
+    targets = {
+        "torch.profiler.ProfilerActivity.CUDA": ("torch.profiler.supported_activities()", REVIEW),
+        "torch.autograd.profiler.ProfilerActivity.CUDA": (
+            "torch.profiler.supported_activities()",
             REVIEW,
         ),
     }
 
     def message(self, name: str, replacement: str) -> str:
-        return f"`{name}` only affects cuDNN"
+        return f"`{name}` traces CUDA only; list `{replacement}` instead"
 
 
 class NcclBackend(Rule):
@@ -64,23 +154,26 @@ class NcclBackend(Rule):
         "(xccl, hccl, ...). Ask torch.distributed for the device's default backend."
     )
     fix_safety = REVIEW
-    node_types = (ast.Call, ast.Compare)
+    # Not comparisons: ``args.dist_backend == "nccl"`` is about NCCL itself.
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         if isinstance(node, ast.Call):
             operands = [*node.args, *(kw.value for kw in node.keywords)]
-        elif mentions(node, ("backend",)):
-            operands = [node.left, *node.comparators]
-        else:  # a string compared with something that is not a backend name
-            return
+        else:  # ``backend = "nccl"`` (passed on to init_process_group later)
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if node.value is None or not any(mentions(t, ("backend",)) for t in targets):
+                return
+            operands = [node.value]
+            if isinstance(node.value, ast.IfExp):
+                operands = [node.value.body, node.value.orelse]
         for operand in operands:
             if isinstance(operand, ast.Constant) and operand.value == "nccl":
                 yield ctx.finding(
                     self,
                     operand,
                     '"nccl" works on CUDA only; use the device\'s default backend',
-                    "torch.distributed.get_default_backend_for_device("
-                    "torch.accelerator.current_accelerator())",
+                    f"torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})",
                 )
 
 

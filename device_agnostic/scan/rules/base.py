@@ -59,6 +59,9 @@ class Context:
         self.path = path
         # ids of nodes a rule already reported as part of an enclosing node
         self.claimed: set[int] = set()
+        # ids of nodes whose finding must be "review", with the reason (an enclosing node
+        # decided it: a call's arguments that do not fit the replacement, say)
+        self.review: dict[int, str] = {}
         self.aliases: dict[str, str] = {}
         for node in nodes:
             if isinstance(node, ast.Import):
@@ -136,6 +139,8 @@ class Rule:
     why: str = ""
     fix_safety: str = REVIEW
     node_types: tuple[type[ast.AST], ...] = ()
+    # An opt-in rule runs only when ``select`` names its id exactly (hints, not assumptions).
+    opt_in: bool = False
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         raise NotImplementedError
@@ -158,11 +163,16 @@ class QualnameRule(Rule):
                 return
         elif node.id not in ctx.aliases or not isinstance(node.ctx, ast.Load):
             return
+        if id(node) in ctx.claimed:  # part of an enclosing node's finding
+            return
         name = ctx.qualname(node)
         target = self.targets.get(name) if name else None
         if target is not None:
             replacement, safety = target
-            yield ctx.finding(self, node, self.message(name, replacement), replacement, safety)
+            message = self.message(name, replacement)
+            if id(node) in ctx.review:
+                safety, message = REVIEW, f"{message} (review: {ctx.review[id(node)]})"
+            yield ctx.finding(self, node, message, replacement, safety)
 
     def message(self, name: str, replacement: str) -> str:
         return f"`{name}` is CUDA-only; use `{replacement}`"
@@ -177,11 +187,14 @@ def is_cuda_literal(node: ast.AST) -> bool:
 
 
 def generic_device(literal: str) -> str:
-    """The generic device expression for a "cuda" / "cuda:N" literal."""
+    """The generic device string for a "cuda" / "cuda:N" literal: a ``str`` as the literal is
+    (a ``torch.device`` would break ``"cuda" in device``, string configs and
+    ``autocast(device_type=...)``), equal to it on CUDA and on a machine without an
+    accelerator, the current accelerator's type everywhere else."""
     index = literal.partition(":")[2]
     if index:
-        return f"torch.device({ACCELERATOR_TYPE}, {index})"
-    return "torch.accelerator.current_accelerator()"
+        return f'{ACCELERATOR_TYPE} + ":{index}"'
+    return ACCELERATOR_TYPE
 
 
 def mentions(node: ast.AST, words: tuple[str, ...]) -> bool:

@@ -80,11 +80,37 @@ class CudaTypeComparison(Rule):
         "accelerator) silently takes the CPU or error path on every other accelerator."
     )
     fix_safety = REVIEW
-    node_types = (ast.Compare,)
+    node_types = (ast.Compare, ast.Call)
 
-    def visit(self, node: ast.Compare, ctx: Context) -> Iterator[Finding]:
+    def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.Call):
+            # device.startswith("cuda"): a prefix test of the device string
+            func = node.func
+            if (
+                isinstance(func, ast.Attribute)
+                and func.attr == "startswith"
+                and len(node.args) == 1
+                and _literal(node.args[0], "cuda")
+                and mentions(func.value, ("device",))
+            ):
+                yield ctx.finding(
+                    self,
+                    node.args[0],
+                    'prefix test for "cuda" excludes other accelerators',
+                    _ACC_TYPE,
+                )
+            return
         operands = [node.left, *node.comparators]
         for op, left, right in zip(node.ops, operands, operands[1:], strict=False):
+            if (
+                isinstance(op, ast.In | ast.NotIn)
+                and _literal(left, "cuda")
+                and mentions(right, ("device",))
+            ):  # "cuda" in device
+                yield ctx.finding(
+                    self, left, 'substring test for "cuda" excludes other accelerators', _ACC_TYPE
+                )
+                continue
             if isinstance(op, ast.Eq | ast.NotEq | ast.Is | ast.IsNot):
                 for side, other in ((left, right), (right, left)):
                     if _literal(side, "cuda") and mentions(other, _DEVICE_WORDS):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .base import REVIEW, SAFE, QualnameRule
+import ast
+from collections.abc import Iterator
+
+from .base import REVIEW, SAFE, Context, Finding, QualnameRule
+from .signatures import accepts
 
 _ACC = "torch.accelerator"
 _MOD = "torch.get_device_module(torch.accelerator.current_accelerator())"
@@ -28,10 +32,12 @@ _GENERIC: dict[str, tuple[str, str]] = {
     "reset_peak_memory_stats": (f"{_ACC}.reset_peak_memory_stats", SAFE),
     "reset_accumulated_memory_stats": (f"{_ACC}.reset_accumulated_memory_stats", SAFE),
     "mem_get_info": (f"{_MOD}.mem_get_info", REVIEW),
-    "manual_seed": (f"{_MOD}.manual_seed", SAFE),
-    "manual_seed_all": (f"{_MOD}.manual_seed_all", SAFE),
-    "get_rng_state": (f"{_MOD}.get_rng_state", SAFE),
-    "set_rng_state": (f"{_MOD}.set_rng_state", SAFE),
+    "manual_seed": (f"{_MOD}.manual_seed", REVIEW),
+    "manual_seed_all": (f"{_MOD}.manual_seed_all", REVIEW),
+    "get_rng_state": (f"{_MOD}.get_rng_state", REVIEW),
+    "set_rng_state": (f"{_MOD}.set_rng_state", REVIEW),
+    "get_rng_state_all": (f"{_MOD}.get_rng_state_all", REVIEW),
+    "set_rng_state_all": (f"{_MOD}.set_rng_state_all", REVIEW),
     "is_bf16_supported": (f"{_MOD}.is_bf16_supported", REVIEW),
     "get_device_name": (f"{_MOD}.get_device_name", REVIEW),
     "get_device_properties": (f"{_MOD}.get_device_properties", REVIEW),
@@ -62,3 +68,30 @@ class CudaApiWithGenericEquivalent(QualnameRule):
     )
     fix_safety = SAFE
     targets = {f"torch.cuda.{name}": value for name, value in _GENERIC.items()}
+    node_types = (ast.Call, ast.Attribute, ast.Name)
+
+    def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.Call):
+            # Calls are visited before their callee: decide here whether the arguments fit
+            # the replacement's signature (SIGNATURES), and let the callee's finding say so.
+            name = ctx.qualname(node.func)
+            target = self.targets.get(name) if name else None
+            if target is not None:
+                why = accepts(target[0], len(node.args), [kw.arg for kw in node.keywords])
+                if why:
+                    ctx.review[id(node.func)] = f"{why}: pass it positionally, then fix"
+            return
+        yield from super().visit(node, ctx)
+
+    def message(self, name: str, replacement: str) -> str:
+        if replacement.startswith(_MOD):
+            seeding = (
+                "; to seed, torch.manual_seed(seed) already seeds every device"
+                if "seed" in name
+                else ""
+            )
+            return (
+                f"`{name}` is CUDA-only; `{replacement}` works only where the accelerator's "
+                f"module has it (torch.cpu has none of these, nor have all backends){seeding}"
+            )
+        return super().message(name, replacement)

@@ -63,22 +63,29 @@ class DotCudaCall(Rule):
 
 
 class CudaDeviceLiteral(Rule):
-    """A "cuda" / "cuda:N" device literal in ``device=``, ``.to(...)`` or ``torch.device(...)``.
+    """A "cuda" / "cuda:N" device in ``device=``, ``map_location=``, ``device_type=``,
+    ``.to(...)``, ``torch.device(...)``, ``autocast(...)`` or an argparse ``--device`` default.
 
-    Also flagged: a "cuda" branch of a conditional (``"cuda" if torch.cuda.is_available() else
-    "cpu"``), a "cuda" assigned to a variable or attribute named like a device, and one returned
-    by a function named like one. Those two rewrites need review (the value may be used as a
-    string); in a device argument the rewrite is safe.
+    Also flagged: f-strings and ``.format`` calls that start with "cuda:" (``f"cuda:{rank}"``),
+    a "cuda" branch of a conditional, a "cuda" assigned to a variable or attribute named like a
+    device, and one returned by a function named like one. The replacement is a ``str`` as the
+    literal is, equal to it on CUDA and on a machine without an accelerator, so every one of
+    these rewrites is safe. The common switch ``"cuda" if torch.cuda.is_available() else "cpu"``
+    is rewritten whole.
 
     Before::
 
         x = torch.zeros(3, device="cuda")
-        y = x.to("cuda:1")
+        y = x.to(f"cuda:{rank}")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
 
     After::
 
-        x = torch.zeros(3, device=torch.accelerator.current_accelerator())
-        y = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 1))
+        x = torch.zeros(3, device=getattr(torch.accelerator.current_accelerator(), "type", "cuda"))
+        y = x.to(getattr(torch.accelerator.current_accelerator(), "type", "cuda") + f":{rank}")
+        device = getattr(
+            torch.accelerator.current_accelerator(check_available=True), "type", "cpu"
+        )
     """
 
     id = "DA103"
@@ -95,51 +102,140 @@ class CudaDeviceLiteral(Rule):
         if isinstance(node, ast.Call):
             # Passed straight to a device parameter: the generic device means the same on CUDA.
             yield from self._report(self._call_devices(node, ctx), ctx, SAFE)
-        elif not isinstance(node.value, ast.Constant | ast.IfExp):
+        elif not isinstance(node.value, ast.Constant | ast.IfExp | ast.JoinedStr | ast.Call):
             return  # the common case, decided before looking at names or enclosing functions
         elif isinstance(node, ast.Return):
             # ``def get_device(): return "cuda"``: the caller may treat the result as a string.
             if node.value is not None and _in_device_function(node, ctx):
-                yield from self._report([node.value], ctx, REVIEW)
+                yield from self._report([node.value], ctx, SAFE)
         else:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is not None and any(_names_a_device(t) for t in targets):
-                yield from self._report([node.value], ctx, REVIEW)
+                yield from self._report([node.value], ctx, SAFE)
 
     @staticmethod
     def _call_devices(node: ast.Call, ctx: Context) -> list[ast.expr]:
-        values = [kw.value for kw in node.keywords if kw.arg == "device"]
+        values = [kw.value for kw in node.keywords if kw.arg in _DEVICE_KEYWORDS]
         func = node.func
+        name = ctx.qualname(func)
         if node.args and (
             (isinstance(func, ast.Attribute) and func.attr == "to")
-            or ctx.qualname(func) == "torch.device"
+            or name in ("torch.device", "torch.autocast", "torch.amp.autocast")
         ):
             values.append(node.args[0])
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "add_argument"
+            and any(
+                isinstance(a, ast.Constant) and "device" in str(a.value).lower() for a in node.args
+            )
+        ):  # argparse: parser.add_argument("--device", default="cuda")
+            values += [kw.value for kw in node.keywords if kw.arg == "default"]
         return values
 
     def _report(self, values: list[ast.expr], ctx: Context, safety: str) -> Iterator[Finding]:
         for value in values:
+            if _cuda_else_cpu(value, ctx) and id(value) not in ctx.claimed:
+                # The device switch of most CUDA-first code, rewritten whole: same str on CUDA
+                # and without an accelerator, the current accelerator's type elsewhere.
+                ctx.claimed.add(id(value))
+                for literal in _device_literals(value):
+                    ctx.claimed.add(id(literal))
+                ctx.claimed.add(
+                    id(value.test if isinstance(value.test, ast.Call) else value.test.operand)
+                )
+                guard = value.test if isinstance(value.test, ast.Call) else value.test.operand
+                ctx.claimed.add(id(guard.func))
+                yield ctx.finding(
+                    self,
+                    value,
+                    'device "cuda" if CUDA is available, else "cpu": use the current '
+                    'accelerator, or "cpu"',
+                    CUDA_ELSE_CPU,
+                    SAFE,
+                )
+                continue
             for literal in _device_literals(value):
                 if id(literal) in ctx.claimed:
                     continue
                 ctx.claimed.add(id(literal))
+                text, replacement = _generic(literal)
                 yield ctx.finding(
                     self,
                     literal,
-                    f'device "{literal.value}" is CUDA-only; use the current accelerator',
-                    generic_device(literal.value),
+                    f'device "{text}" is CUDA-only; use the current accelerator',
+                    replacement,
                     safety,
                 )
 
 
-def _device_literals(value: ast.expr) -> Iterator[ast.Constant]:
-    """The "cuda" literals that ``value`` can evaluate to: itself, or a branch of a conditional
+CUDA_ELSE_CPU = (
+    'getattr(torch.accelerator.current_accelerator(check_available=True), "type", "cpu")'
+)
+
+
+def _cuda_else_cpu(value: ast.expr, ctx: Context) -> bool:
+    """``"cuda" if torch.cuda.is_available() else "cpu"`` (or the negated spelling)."""
+    if not isinstance(value, ast.IfExp):
+        return False
+    test, body, orelse = value.test, value.body, value.orelse
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, body, orelse = test.operand, orelse, body
+    return (
+        isinstance(test, ast.Call)
+        and not test.args
+        and not test.keywords
+        and ctx.qualname(test.func) == "torch.cuda.is_available"
+        and isinstance(body, ast.Constant)
+        and body.value == "cuda"
+        and isinstance(orelse, ast.Constant)
+        and orelse.value == "cpu"
+    )
+
+
+# Keywords that take a device: ``device=``, ``torch.load(map_location=)``,
+# ``autocast(device_type=)``.
+_DEVICE_KEYWORDS = ("device", "map_location", "device_type")
+
+
+def _formatted_cuda(value: ast.expr) -> bool:
+    """``f"cuda:{rank}"`` or ``"cuda:{}".format(rank)``."""
+    if isinstance(value, ast.JoinedStr):
+        head = value.values[0] if value.values else None
+        return isinstance(head, ast.Constant) and str(head.value).startswith("cuda:")
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "format"
+        and isinstance(value.func.value, ast.Constant)
+        and str(value.func.value.value).startswith("cuda:")
+    )
+
+
+def _generic(node: ast.expr) -> tuple[str, str]:
+    """What the device expression reads as, and its generic replacement (a ``str``, too)."""
+    if isinstance(node, ast.Constant):
+        return node.value, generic_device(node.value)
+    text = ast.unparse(node)
+    if isinstance(node, ast.JoinedStr):
+        rest = ast.JoinedStr([ast.Constant(node.values[0].value[len("cuda") :]), *node.values[1:]])
+        return text, f"{ACCELERATOR_TYPE} + {ast.unparse(rest)}"
+    template = node.func.value.value[len("cuda") :]  # "cuda:{}".format(i)
+    call = ast.Call(
+        ast.Attribute(ast.Constant(template), "format", ast.Load()), node.args, node.keywords
+    )
+    return text, f"{ACCELERATOR_TYPE} + {ast.unparse(call)}"
+
+
+def _device_literals(value: ast.expr) -> Iterator[ast.expr]:
+    """The "cuda" device expressions that ``value`` can evaluate to: a literal, an f-string or
+    ``.format`` starting with "cuda:", or a branch of a conditional
     (``"cuda" if torch.cuda.is_available() else "cpu"``), however deeply nested."""
     if isinstance(value, ast.IfExp):
         yield from _device_literals(value.body)
         yield from _device_literals(value.orelse)
-    elif is_cuda_literal(value):
-        yield value  # type: ignore[misc]
+    elif is_cuda_literal(value) or _formatted_cuda(value):
+        yield value
 
 
 def _names_a_device(target: ast.expr) -> bool:
@@ -159,24 +255,31 @@ def _in_device_function(node: ast.Return, ctx: Context) -> bool:
 class CudaDefaultArgument(Rule):
     """A parameter whose default is a "cuda" device.
 
+    The default becomes the current accelerator's device type, a ``str`` as before, evaluated
+    once when the function is defined, as the literal was: "cuda" on CUDA and on a machine
+    without an accelerator (so nothing changes there), the accelerator's type elsewhere.
+    Callers that pass a device are unaffected. (A ``torch.device("cuda")`` default is DA103's:
+    its argument is rewritten the same way, so it still builds a device where CUDA is absent.)
+
     Before::
 
         def make_buffer(n, device="cuda"): ...
 
     After::
 
-        def make_buffer(n, device=None):
-            device = device or torch.accelerator.current_accelerator()
+        def make_buffer(
+            n, device=getattr(torch.accelerator.current_accelerator(), "type", "cuda")
+        ): ...
     """
 
     id = "DA104"
     name = "cuda-default-argument"
     summary = 'function parameter defaults to "cuda"'
     why = (
-        "Every caller that relies on the default gets CUDA, whatever the machine has. A default "
-        "of None resolved to the current accelerator keeps CUDA callers unchanged."
+        "Every caller that relies on the default gets CUDA, whatever the machine has. The "
+        "current accelerator's type as the default keeps CUDA callers unchanged."
     )
-    fix_safety = REVIEW
+    fix_safety = SAFE
     node_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
@@ -186,7 +289,7 @@ class CudaDefaultArgument(Rule):
                 yield ctx.finding(
                     self,
                     default,
-                    f'parameter defaults to "{default.value}"; default to None '
-                    "and use the current accelerator",
+                    f'parameter defaults to "{default.value}"; default to the current '
+                    "accelerator's device type",
                     generic_device(default.value),
                 )

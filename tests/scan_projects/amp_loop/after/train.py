@@ -25,7 +25,7 @@ def main():
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    device = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu"
+    device = getattr(torch.accelerator.current_accelerator(check_available=True), "type", "cpu")
     model = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.Tanh(), torch.nn.Linear(24, 2))
     model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3)

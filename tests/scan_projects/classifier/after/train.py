@@ -27,10 +27,10 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    if torch.accelerator.is_available():
-        torch.get_device_module(torch.accelerator.current_accelerator()).manual_seed_all(0)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(0)
         torch.backends.cudnn.benchmark = False
-    device = torch.device(torch.accelerator.current_accelerator() if torch.accelerator.is_available() else "cpu")
+    device = torch.device(getattr(torch.accelerator.current_accelerator(check_available=True), "type", "cpu"))
 
     model = MLP(16, 32, 4)
     if torch.accelerator.is_available():

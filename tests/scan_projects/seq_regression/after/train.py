@@ -10,7 +10,7 @@ from torch import nn
 def get_device():
     if torch.accelerator.is_available():
         torch.accelerator.set_device_index(0)
-        return torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 0)
+        return getattr(torch.accelerator.current_accelerator(), "type", "cuda") + ":0"
     return "cpu"
 
 

@@ -1,0 +1,190 @@
+"""Availability guards: ``torch.cuda.is_available()`` is only safe to rewrite with what it guards.
+
+Rewriting ``if torch.cuda.is_available():`` to ``torch.accelerator.is_available()`` runs the
+guarded code on every other accelerator too. That is the point when the guarded code is
+device-generic after the fix, and a crash (or a lost CPU fallback) when it is not:
+``"cuda:0" if torch.cuda.is_available() else "cpu"`` with only the guard fixed picks "cuda:0"
+on an XPU. So, after all rules have run, each guard finding is settled against its region (the
+code it lets run: an ``if`` body, a conditional's branch, the statements after an ``assert``,
+the test a ``skipIf`` decorates):
+
+- the region still holds CUDA-only code after the safe fixes (a finding that is not safe, a
+  ``torch.cuda`` name with no generic equivalent, a "cuda" string no safe finding covers): the
+  guard needs review;
+- the region uses a CUDA-only library (apex, bitsandbytes, triton, ...): the check is CUDA by
+  design and is not reported at all;
+- a guard whose region cannot be known (its value is stored or returned) needs review.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from .base import REVIEW, SAFE, Context, Finding
+
+GUARD = "torch.cuda.is_available"
+# Libraries that exist for CUDA only: code guarded for them is CUDA by design.
+CUDA_ONLY_LIBRARIES = frozenset(
+    {
+        "apex",
+        "bitsandbytes",
+        "cupy",
+        "flash_attn",
+        "nvidia",
+        "pycuda",
+        "pynvml",
+        "tensorrt",
+        "torch_tensorrt",
+        "transformer_engine",
+        "triton",
+        "xformers",
+    }
+)
+_SKIP_DECORATORS = ("skipIf", "skipUnless", "skipif")
+
+
+def _parents(nodes: list[ast.AST]) -> dict[int, ast.AST]:
+    parents: dict[int, ast.AST] = {}
+    for node in nodes:
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    return parents
+
+
+def _region(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST] | None:
+    """The nodes ``call`` (a guard) lets run; None when that cannot be known."""
+    node: ast.AST = call
+    negated = False
+    while True:
+        parent = parents.get(id(node))
+        if parent is None:
+            return None
+        if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+            negated = not negated
+        elif isinstance(parent, ast.BoolOp):
+            pass  # `a and guard`: the region is still the if's (conservatively, both sides)
+        elif isinstance(parent, ast.If | ast.IfExp | ast.While) and node is parent.test:
+            body = parent.body if isinstance(parent.body, list) else [parent.body]
+            orelse = parent.orelse if isinstance(parent.orelse, list) else [parent.orelse]
+            return orelse if negated else body
+        elif isinstance(parent, ast.Assert):
+            block = _block_of(parent, parents)
+            return block[block.index(parent) + 1 :] if block else None
+        elif isinstance(parent, ast.Call) and _is_skip(parent, parents):
+            decorated = parents.get(id(parent))
+            while decorated is not None and not isinstance(
+                decorated, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+            ):
+                decorated = parents.get(id(decorated))
+            return [decorated] if decorated is not None else None
+        elif isinstance(parent, ast.keyword | ast.Call | ast.Compare):
+            pass  # an argument of a skip decorator, or `torch.cuda.is_available() == True`
+        else:
+            return None
+        node = parent
+
+
+def _block_of(statement: ast.stmt, parents: dict[int, ast.AST]) -> list[ast.stmt] | None:
+    parent = parents.get(id(statement))
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and statement in block:
+            return block
+    return None
+
+
+def _is_skip(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in _SKIP_DECORATORS
+
+
+def _uses_cuda_only_library(region: list[ast.AST], ctx: Context) -> bool:
+    for top in region:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Import):
+                if any(a.name.split(".")[0] in CUDA_ONLY_LIBRARIES for a in node.names):
+                    return True
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                if node.module.split(".")[0] in CUDA_ONLY_LIBRARIES:
+                    return True
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if ctx.aliases.get(node.id, "").split(".")[0] in CUDA_ONLY_LIBRARIES:
+                    return True
+    return False
+
+
+def _covered(node: ast.AST, safe: list[Finding]) -> bool:
+    start = (node.lineno, node.col_offset + 1)
+    end = (node.end_lineno or node.lineno, (node.end_col_offset or node.col_offset) + 1)
+    return any((f.line, f.col) <= start and end <= (f.end_line, f.end_col) for f in safe)
+
+
+def _leftover(region: list[ast.AST], ctx: Context, findings: list[Finding]) -> str:
+    """The first CUDA-only thing in ``region`` that the safe fixes leave, or ''."""
+    first = min(getattr(n, "lineno", 1) for n in region)
+    last = max(getattr(n, "end_lineno", 0) or getattr(n, "lineno", 0) for n in region)
+    inside = [f for f in findings if first <= f.line <= last]
+    safe = [f for f in inside if f.fix_safety == SAFE and f.replacement]
+    for finding in inside:
+        if finding not in safe:
+            return f"{finding.rule} at line {finding.line} needs review"
+    for top in region:
+        for node in ast.walk(top):
+            what = ""
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if "cuda" in node.value.lower() or node.value == "nccl":
+                    what = repr(node.value)
+            elif isinstance(node, ast.Attribute):
+                name = ctx.qualname(node) or ""
+                if node.attr in ("cuda", "is_cuda") or name.startswith(
+                    ("torch.cuda.", "torch.backends.cuda.")
+                ):
+                    what = ast.unparse(node)
+            if what and not _covered(node, safe):
+                return f"{what} at line {node.lineno} stays CUDA-only"
+    return ""
+
+
+def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -> list[Finding]:
+    """``findings`` with each safe availability guard kept safe, made review, or dropped."""
+    guards = {
+        (f.line, f.col): f
+        for f in findings
+        if f.rule == "DA101" and f.fix_safety == SAFE and f.message.startswith(f"`{GUARD}`")
+    }
+    if not guards:
+        return findings
+    parents = _parents(nodes)
+    settled: dict[tuple[int, int], Finding | None] = {}
+    for node in nodes:
+        if not isinstance(node, ast.Call) or ctx.qualname(node.func) != GUARD:
+            continue
+        guard = guards.get((node.func.lineno, node.func.col_offset + 1))
+        if guard is None:
+            continue
+        region = _region(node, parents)
+        if region is None:
+            why = "its value is kept or passed on, so what it guards is unknown"
+        elif _uses_cuda_only_library(region, ctx):
+            settled[(guard.line, guard.col)] = None  # CUDA by design
+            continue
+        else:
+            why = _leftover(region, ctx, findings)
+        if why:
+            settled[(guard.line, guard.col)] = dataclasses.replace(
+                guard,
+                fix_safety=REVIEW,
+                message=f"{guard.message} (review: it guards CUDA-only code: {why}; on another "
+                "accelerator the rewritten guard would run it)",
+            )
+    out = []
+    for finding in findings:
+        key = (finding.line, finding.col)
+        if finding.rule == "DA101" and key in settled:
+            if settled[key] is not None:
+                out.append(settled[key])
+        else:
+            out.append(finding)
+    return out

@@ -1,0 +1,7 @@
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = True  # expect: DA112
+torch.backends.cudnn.allow_tf32 = True  # expect: DA112
+
+# Not flagged: the generic switch.
+torch.set_float32_matmul_precision("high")
