@@ -65,12 +65,23 @@ def _region(call: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST] | None
         elif isinstance(parent, ast.BoolOp):
             pass  # `a and guard`: the region is still the if's (conservatively, both sides)
         elif isinstance(parent, ast.If | ast.IfExp | ast.While) and node is parent.test:
+            # The whole test counts (`device == "cuda" and torch.cuda.is_available()`).
             body = parent.body if isinstance(parent.body, list) else [parent.body]
             orelse = parent.orelse if isinstance(parent.orelse, list) else [parent.orelse]
-            return orelse if negated else body
+            if not negated:
+                return [parent.test, *body]
+            if isinstance(parent, ast.IfExp):
+                return [parent.test, *orelse]
+            # `if not torch.cuda.is_available(): <fallback>`: once rewritten, another
+            # accelerator skips the fallback and runs what follows it.
+            block = _block_of(parent, parents) or [parent]
+            return [parent.test, *orelse, *block[block.index(parent) + 1 :]]
         elif isinstance(parent, ast.Assert):
             block = _block_of(parent, parents)
-            return block[block.index(parent) + 1 :] if block else None
+            if block is None:
+                return None
+            rest = block[block.index(parent) + 1 :]
+            return [parent.msg, *rest] if parent.msg is not None else rest
         elif isinstance(parent, ast.Call) and _is_skip(parent, parents):
             decorated = parents.get(id(parent))
             while decorated is not None and not isinstance(
@@ -112,6 +123,11 @@ def _uses_cuda_only_library(region: list[ast.AST], ctx: Context) -> bool:
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if ctx.aliases.get(node.id, "").split(".")[0] in CUDA_ONLY_LIBRARIES:
                     return True
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                # 'CUDA required for APEX optimizers': the check says what it is for
+                words = set(node.value.lower().replace("-", "_").split())
+                if words & CUDA_ONLY_LIBRARIES:
+                    return True
     return False
 
 
@@ -123,6 +139,9 @@ def _covered(node: ast.AST, safe: list[Finding]) -> bool:
 
 def _leftover(region: list[ast.AST], ctx: Context, findings: list[Finding]) -> str:
     """The first CUDA-only thing in ``region`` that the safe fixes leave, or ''."""
+    region = [node for node in region if hasattr(node, "lineno")]
+    if not region:  # `if not torch.cuda.is_available(): ...` with no else: guards nothing
+        return ""
     first = min(getattr(n, "lineno", 1) for n in region)
     last = max(getattr(n, "end_lineno", 0) or getattr(n, "lineno", 0) for n in region)
     inside = [f for f in findings if first <= f.line <= last]
