@@ -31,3 +31,9 @@ torch.cuda.get_rng_state_all()  # expect: DA101
 # CUDA by design: a guard of a CUDA-only library is not flagged.
 if torch.cuda.is_available():
     import apex
+
+# An assert that says it is for a CUDA-only library is CUDA by design: not flagged.
+assert torch.cuda.is_available(), "CUDA required for APEX optimizers"
+# A negated guard: once rewritten, another accelerator would skip the fallback (review).
+if device == "cuda" and not torch.cuda.is_available():  # expect: DA101 DA107
+    device = "cpu"
