@@ -84,6 +84,14 @@ CASES: dict[str, tuple[str, set[str]]] = {
         "print(json.dumps({'y': y.tolist()}))\n",
         set(),
     ),
+    "memory-functions-without-an-accelerator": (
+        "torch.cuda.empty_cache()\n"
+        "used = torch.cuda.memory_allocated()\n"
+        "if torch.cuda.is_available():\n"
+        "    used = torch.cuda.max_memory_allocated() * 0\n"
+        "print(json.dumps({'used': used}))\n",
+        set(),
+    ),
     "guard-of-review-code": (
         "name = 'none'\n"
         "if torch.cuda.is_available():\n"

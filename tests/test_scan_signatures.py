@@ -44,7 +44,7 @@ def test_every_torch_accelerator_replacement_has_its_signature_in_the_table() ->
         ("torch.cuda.synchronize(device=0)", False),
         ("torch.cuda.current_stream(device=d)", False),
         ("torch.cuda.memory_allocated(device=0)", False),
-        ("torch.cuda.memory_allocated(0)", True),
+        ("torch.cuda.memory_allocated(0)", False),  # raises without an accelerator
         ("torch.cuda.set_device(device=1)", False),
         ("torch.cuda.synchronize(**kw)", False),
     ],
@@ -60,7 +60,7 @@ def test_every_safe_call_rewrite_runs_on_the_cpu_and_on_neuron(tmp_path) -> None
     """Each safe DA101 replacement, called as the scanner would leave it, on this machine's
     current accelerator (neuron): it exists and takes the original's positional arguments."""
     for name, (target, safety) in _GENERIC.items():
-        if safety != "safe" or not target.startswith("torch.accelerator."):
+        if not target.startswith("torch.accelerator."):
             continue
         function = _resolve(target)
         params = SIGNATURES[target]

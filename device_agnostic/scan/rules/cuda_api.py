@@ -23,12 +23,12 @@ _GENERIC: dict[str, tuple[str, str]] = {
     "stream": (f"{_MOD}.stream", REVIEW),
     "Stream": ("torch.Stream", REVIEW),
     "Event": ("torch.Event", REVIEW),
-    "empty_cache": (f"{_ACC}.empty_cache", SAFE),
-    "memory_allocated": (f"{_ACC}.memory_allocated", SAFE),
-    "max_memory_allocated": (f"{_ACC}.max_memory_allocated", SAFE),
-    "memory_reserved": (f"{_ACC}.memory_reserved", SAFE),
-    "max_memory_reserved": (f"{_ACC}.max_memory_reserved", SAFE),
-    "memory_stats": (f"{_ACC}.memory_stats", SAFE),
+    "empty_cache": (f"{_ACC}.empty_cache", REVIEW),
+    "memory_allocated": (f"{_ACC}.memory_allocated", REVIEW),
+    "max_memory_allocated": (f"{_ACC}.max_memory_allocated", REVIEW),
+    "memory_reserved": (f"{_ACC}.memory_reserved", REVIEW),
+    "max_memory_reserved": (f"{_ACC}.max_memory_reserved", REVIEW),
+    "memory_stats": (f"{_ACC}.memory_stats", REVIEW),
     "reset_peak_memory_stats": (f"{_ACC}.reset_peak_memory_stats", SAFE),
     "reset_accumulated_memory_stats": (f"{_ACC}.reset_accumulated_memory_stats", SAFE),
     "mem_get_info": (f"{_MOD}.mem_get_info", REVIEW),
@@ -42,6 +42,22 @@ _GENERIC: dict[str, tuple[str, str]] = {
     "get_device_name": (f"{_MOD}.get_device_name", REVIEW),
     "get_device_properties": (f"{_MOD}.get_device_properties", REVIEW),
 }
+
+
+# torch.cuda's memory functions do nothing (or return 0) without CUDA; torch.accelerator's
+# raise without an accelerator: the rewrite is safe only where an availability check guards it
+# (rules/guards.py makes those safe).
+NEEDS_AN_ACCELERATOR = frozenset(
+    {
+        "empty_cache",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_stats",
+    }
+)
+GUARDED_ONLY = "safe only under an availability check"
 
 
 class CudaApiWithGenericEquivalent(QualnameRule):
@@ -84,6 +100,11 @@ class CudaApiWithGenericEquivalent(QualnameRule):
         yield from super().visit(node, ctx)
 
     def message(self, name: str, replacement: str) -> str:
+        if name.rsplit(".", 1)[1] in NEEDS_AN_ACCELERATOR:
+            return (
+                f"`{name}` is CUDA-only; use `{replacement}` ({GUARDED_ONLY}: without an "
+                "accelerator it raises, where torch.cuda's returns 0 or does nothing)"
+            )
         if replacement.startswith(_MOD):
             seeding = (
                 "; to seed, torch.manual_seed(seed) already seeds every device"

@@ -22,8 +22,10 @@ import ast
 import dataclasses
 
 from .base import REVIEW, SAFE, Context, Finding
+from .cuda_api import GUARDED_ONLY
 
 GUARD = "torch.cuda.is_available"
+GUARDS = (GUARD, "torch.accelerator.is_available")
 # Libraries that exist for CUDA only: code guarded for them is CUDA by design.
 CUDA_ONLY_LIBRARIES = frozenset(
     {
@@ -166,8 +168,36 @@ def _leftover(region: list[ast.AST], ctx: Context, findings: list[Finding]) -> s
     return ""
 
 
+def _positive_regions(nodes: list[ast.AST], parents: dict[int, ast.AST], ctx: Context):
+    """The line spans that run only when an availability check (CUDA's or the accelerator's)
+    is true."""
+    for node in nodes:
+        if isinstance(node, ast.Call) and ctx.qualname(node.func) in GUARDS:
+            parent = parents.get(id(node))
+            if isinstance(parent, ast.If) and parent.test is node:
+                yield parent.body[0].lineno, parent.body[-1].end_lineno or parent.lineno
+
+
+def _promote_guarded(
+    findings: list[Finding], nodes: list[ast.AST], parents: dict[int, ast.AST], ctx: Context
+) -> list[Finding]:
+    """Findings that are safe only under an availability check, made safe where they are."""
+    marked = [f for f in findings if GUARDED_ONLY in f.message and f.fix_safety == REVIEW]
+    if not marked:
+        return findings
+    spans = list(_positive_regions(nodes, parents, ctx))
+    out = []
+    for finding in findings:
+        if finding in marked and any(a <= finding.line <= b for a, b in spans):
+            finding = dataclasses.replace(finding, fix_safety=SAFE)
+        out.append(finding)
+    return out
+
+
 def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -> list[Finding]:
     """``findings`` with each safe availability guard kept safe, made review, or dropped."""
+    if any(GUARDED_ONLY in f.message for f in findings):
+        findings = _promote_guarded(findings, nodes, _parents(nodes), ctx)
     guards = {
         (f.line, f.col): f
         for f in findings
