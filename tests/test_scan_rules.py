@@ -118,7 +118,8 @@ def test_dot_cuda_with_arguments_keeps_them_and_needs_review() -> None:
 def test_amp_call_is_replaced_whole_with_its_arguments() -> None:
     source = b"from torch.cuda import amp\nwith amp.autocast(dtype=torch.bfloat16):\n    pass\n"
     [finding] = scan_source("m.py", source)
-    assert (finding.rule, finding.col, finding.fix_safety) == ("DA105", 6, SAFE)
+    # review: on another accelerator it turns mixed precision on (other numbers)
+    assert (finding.rule, finding.col, finding.fix_safety) == ("DA105", 6, REVIEW)
     assert finding.replacement == f"torch.amp.autocast({ACCELERATOR_TYPE}, dtype=torch.bfloat16)"
 
 

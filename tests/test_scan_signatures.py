@@ -57,9 +57,9 @@ def test_keyword_arguments_the_replacement_cannot_take_make_the_rewrite_review(
 
 
 def test_every_safe_call_rewrite_runs_on_the_cpu_and_on_neuron(tmp_path) -> None:
-    """Each safe DA101 replacement, called as the scanner would leave it, on this machine's
+    """Each DA101 replacement, called as the scanner would leave it, on this machine's
     current accelerator (neuron): it exists and takes the original's positional arguments."""
-    for name, (target, safety) in _GENERIC.items():
+    for name, (target, _) in _GENERIC.items():
         if not target.startswith("torch.accelerator."):
             continue
         function = _resolve(target)

@@ -2,10 +2,10 @@ import torch
 from torch.cuda import amp
 
 x = torch.zeros(2)
-scaler = torch.amp.GradScaler(
-    getattr(torch.accelerator.current_accelerator(), "type", "cuda"), init_scale=2.0**16,  # keep
+scaler = torch.cuda.amp.GradScaler(
+    init_scale=2.0**16,  # keep
 )
-with torch.amp.autocast(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), dtype=torch.bfloat16):
+with amp.autocast(dtype=torch.bfloat16):
     pass
 autocast_class = amp.autocast  # not rewritten: the replacement is a call
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from .base import ACCELERATOR_TYPE, REVIEW, SAFE, Context, Finding, Rule
+from .base import ACCELERATOR_TYPE, REVIEW, Context, Finding, Rule
 
 _DEV = ACCELERATOR_TYPE
 
@@ -35,13 +35,15 @@ class CudaAmp(Rule):
         "torch.cuda.amp is deprecated and CUDA-only; torch.amp takes the device type, so mixed "
         "precision works on every accelerator with autocast support."
     )
-    fix_safety = SAFE
+    fix_safety = REVIEW
     _last = frozenset({"autocast", "GradScaler", "custom_fwd", "custom_bwd"})
     node_types = (ast.Call, ast.Attribute, ast.Name)
     # name -> (the torch.amp name, whether the device type is a keyword, fix safety)
     targets = {
-        "torch.cuda.amp.autocast": ("torch.amp.autocast", False, SAFE),
-        "torch.cuda.amp.GradScaler": ("torch.amp.GradScaler", False, SAFE),
+        # review: on another accelerator the rewrite turns mixed precision on (other numbers,
+        # and a scaler that needs float64 where the device has none, torch's own bug)
+        "torch.cuda.amp.autocast": ("torch.amp.autocast", False, REVIEW),
+        "torch.cuda.amp.GradScaler": ("torch.amp.GradScaler", False, REVIEW),
         "torch.cuda.amp.custom_fwd": ("torch.amp.custom_fwd", True, REVIEW),
         "torch.cuda.amp.custom_bwd": ("torch.amp.custom_bwd", True, REVIEW),
     }

@@ -41,6 +41,7 @@ _GENERIC: dict[str, tuple[str, str]] = {
     "is_bf16_supported": (f"{_MOD}.is_bf16_supported", REVIEW),
     "get_device_name": (f"{_MOD}.get_device_name", REVIEW),
     "get_device_properties": (f"{_MOD}.get_device_properties", REVIEW),
+    "get_device_capability": (f"{_MOD}.get_device_capability", REVIEW),
 }
 
 

@@ -96,10 +96,19 @@ class CudaDeviceLiteral(Rule):
         "the same device on CUDA and the right one everywhere else."
     )
     fix_safety = SAFE
-    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return)
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return, ast.Dict)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.Dict):  # a config: {"device": "cuda"}
+            values = [
+                v
+                for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and "device" in str(k.value).lower()
+            ]
+            yield from self._report(values, ctx, SAFE)
+            return
         if isinstance(node, ast.Call):
+            yield from self._report(self._amp_devices(node, ctx), ctx, REVIEW)
             # Passed straight to a device parameter: the generic device means the same on CUDA.
             yield from self._report(self._call_devices(node, ctx), ctx, SAFE)
         elif not isinstance(node.value, ast.Constant | ast.IfExp | ast.JoinedStr | ast.Call):
@@ -119,8 +128,7 @@ class CudaDeviceLiteral(Rule):
         func = node.func
         name = ctx.qualname(func)
         if node.args and (
-            (isinstance(func, ast.Attribute) and func.attr == "to")
-            or name in ("torch.device", "torch.autocast", "torch.amp.autocast")
+            (isinstance(func, ast.Attribute) and func.attr == "to") or name == "torch.device"
         ):
             values.append(node.args[0])
         if (
@@ -133,9 +141,19 @@ class CudaDeviceLiteral(Rule):
             values += [kw.value for kw in node.keywords if kw.arg == "default"]
         return values
 
+    def _amp_devices(self, node: ast.Call, ctx: Context) -> list[ast.expr]:
+        """Device types that switch mixed precision on (``autocast(device_type="cuda")``,
+        ``GradScaler("cuda")``): on another accelerator the rewrite turns AMP on, which changes
+        the numbers (review)."""
+        values = [kw.value for kw in node.keywords if kw.arg == "device_type"]
+        if node.args and ctx.qualname(node.func) in _AMP_CALLS:
+            values.append(node.args[0])
+        return values
+
     def _report(self, values: list[ast.expr], ctx: Context, safety: str) -> Iterator[Finding]:
         for value in values:
-            if _cuda_else_cpu(value, ctx) and id(value) not in ctx.claimed:
+            switch = _cuda_else_cpu(value, ctx)
+            if switch is not None and id(value) not in ctx.claimed:
                 # The device switch of most CUDA-first code, rewritten whole: same str on CUDA
                 # and without an accelerator, the current accelerator's type elsewhere.
                 ctx.claimed.add(id(value))
@@ -151,7 +169,7 @@ class CudaDeviceLiteral(Rule):
                     value,
                     'device "cuda" if CUDA is available, else "cpu": use the current '
                     'accelerator, or "cpu"',
-                    CUDA_ELSE_CPU,
+                    _switch_replacement(switch),
                     SAFE,
                 )
                 continue
@@ -174,28 +192,37 @@ CUDA_ELSE_CPU = (
 )
 
 
-def _cuda_else_cpu(value: ast.expr, ctx: Context) -> bool:
-    """``"cuda" if torch.cuda.is_available() else "cpu"`` (or the negated spelling)."""
+def _cuda_else_cpu(value: ast.expr, ctx: Context) -> ast.expr | None:
+    """The CUDA device of ``<cuda device> if torch.cuda.is_available() else "cpu"`` (or the
+    negated spelling), None for any other expression."""
     if not isinstance(value, ast.IfExp):
-        return False
+        return None
     test, body, orelse = value.test, value.body, value.orelse
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, body, orelse = test.operand, orelse, body
-    return (
+    if (
         isinstance(test, ast.Call)
         and not test.args
         and not test.keywords
         and ctx.qualname(test.func) == "torch.cuda.is_available"
-        and isinstance(body, ast.Constant)
-        and body.value == "cuda"
+        and (is_cuda_literal(body) or _formatted_cuda(body))
         and isinstance(orelse, ast.Constant)
         and orelse.value == "cpu"
-    )
+    ):
+        return body
+    return None
+
+
+def _switch_replacement(body: ast.expr) -> str:
+    if isinstance(body, ast.Constant) and body.value == "cuda":
+        return CUDA_ELSE_CPU
+    return f'{_generic(body)[1]} if torch.accelerator.is_available() else "cpu"'
 
 
 # Keywords that take a device: ``device=``, ``torch.load(map_location=)``,
 # ``autocast(device_type=)``.
-_DEVICE_KEYWORDS = ("device", "map_location", "device_type")
+_DEVICE_KEYWORDS = ("device", "map_location")
+_AMP_CALLS = ("torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler")
 
 
 def _formatted_cuda(value: ast.expr) -> bool:
@@ -241,9 +268,9 @@ def _device_literals(value: ast.expr) -> Iterator[ast.expr]:
 def _names_a_device(target: ast.expr) -> bool:
     """``device = ...``, ``self.device = ...``, ``train_device = ...``: names that hold one."""
     if isinstance(target, ast.Name):
-        return "device" in target.id.lower()
+        return any(word in target.id.lower() for word in ("device", "map_location"))
     if isinstance(target, ast.Attribute):
-        return "device" in target.attr.lower()
+        return any(word in target.attr.lower() for word in ("device", "map_location"))
     return False
 
 

@@ -203,10 +203,12 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
         for f in findings
         if f.rule == "DA101" and f.fix_safety == SAFE and f.message.startswith(f"`{GUARD}`")
     }
-    if not guards:
+    if not findings:
         return findings
     parents = _parents(nodes)
     settled: dict[tuple[int, int], Finding | None] = {}
+    # "nccl" left for review: moving the model elsewhere needs that backend's change too.
+    backend = next((f for f in findings if f.rule == "DA110"), None)
     for node in nodes:
         if not isinstance(node, ast.Call) or ctx.qualname(node.func) != GUARD:
             continue
@@ -214,7 +216,9 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
         if guard is None:
             continue
         region = _region(node, parents)
-        if region is None:
+        if backend is not None:
+            why = f"the collective backend is chosen for CUDA at line {backend.line}"
+        elif region is None:
             why = "its value is kept or passed on, so what it guards is unknown"
         elif _uses_cuda_only_library(region, ctx):
             settled[(guard.line, guard.col)] = None  # CUDA by design
@@ -236,4 +240,62 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
                 out.append(settled[key])
         else:
             out.append(finding)
-    return out
+    by_design = _cuda_only_spans(nodes, parents, ctx, out) + _old_torch_spans(nodes, parents, ctx)
+    return [f for f in out if not any(a <= f.line <= b for a, b in by_design)]
+
+
+def _span(node: ast.AST) -> tuple[int, int]:
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+    return start, node.end_lineno or node.lineno
+
+
+def _cuda_only_spans(nodes, parents, ctx: Context, findings: list[Finding]):
+    """Tests skipped without CUDA whose body stays CUDA-only: CUDA by design, not reported."""
+    spans = []
+    for node in nodes:
+        if not isinstance(node, ast.Call) or ctx.qualname(node.func) != GUARD:
+            continue
+        region = _region(node, parents)
+        if not region or len(region) != 1:
+            continue
+        test = region[0]
+        if isinstance(test, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and any(
+            _inside(node, d) for d in test.decorator_list
+        ):
+            if _leftover([*test.body], ctx, findings):
+                spans.append(_span(test))
+    return spans
+
+
+def _inside(node: ast.AST, top: ast.AST) -> bool:
+    return any(child is node for child in ast.walk(top))
+
+
+def _old_torch_spans(nodes, parents, ctx: Context):
+    """The branch for a torch without the generic API (``if hasattr(torch, "accelerator"):
+    ... else: <old code>``, and what follows such an ``if`` whose branch returns): code for
+    torch versions that have no generic API, not reported."""
+    spans = []
+    for node in nodes:
+        if not isinstance(node, ast.If):
+            continue
+        test, negated = node.test, False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, True
+        if not (
+            isinstance(test, ast.Call)
+            and getattr(test.func, "id", "") == "hasattr"
+            and test.args
+            and (ctx.qualname(test.args[0]) or "").startswith("torch")
+        ):
+            continue
+        old = node.body if negated else node.orelse
+        if old:
+            spans.append((old[0].lineno, old[-1].end_lineno or old[-1].lineno))
+        generic = node.orelse if negated else node.body
+        if generic and isinstance(generic[-1], ast.Return | ast.Raise):
+            block = _block_of(node, parents) or []
+            rest = block[block.index(node) + 1 :] if node in block else []
+            if rest:
+                spans.append((rest[0].lineno, rest[-1].end_lineno or rest[-1].lineno))
+    return spans
