@@ -178,12 +178,19 @@ class CudaDeviceLiteral(Rule):
                     continue
                 ctx.claimed.add(id(literal))
                 text, replacement = _generic(literal)
+                nested = not isinstance(literal, ast.Constant) and any(
+                    (ctx.qualname(n) or "").startswith("torch.cuda.")
+                    for n in ast.walk(literal)
+                    if isinstance(n, ast.Attribute)
+                )
                 yield ctx.finding(
                     self,
                     literal,
                     f'device "{text}" is CUDA-only; use the current accelerator',
                     replacement,
-                    safety,
+                    # f"cuda:{torch.cuda.current_device()}": the inner call has its own fix,
+                    # and two rewrites of one span cannot both apply
+                    REVIEW if nested else safety,
                 )
 
 
