@@ -12,10 +12,11 @@ at a bad file:
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import tokenize
 from collections.abc import Sequence
-from io import BytesIO
+from io import BytesIO, StringIO
 
 from .rules import ALL_RULES, Context, Finding, Rule
 from .rules.guards import settle_guards
@@ -57,10 +58,66 @@ def _decode(path: str, data: bytes) -> str | Finding:
         )
 
 
-def _suppressed(finding: Finding, lines: Sequence[str]) -> bool:
-    if not 0 < finding.line <= len(lines):
-        return False
-    match = _NOQA.search(lines[finding.line - 1])
+# Python's line breaks, as ast numbers lines (str.splitlines also breaks at \f, \v, \x1c, ...).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|\Z)")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of ``text`` with their line breaks, numbered (from 1) as ``ast`` numbers them."""
+    return _LINE.findall(text)[:-1]
+
+
+def statement_groups(tree: ast.Module) -> list[tuple[int, int, list[ast.stmt]]]:
+    """The module's top-level statements as (first line, last line, statements), those that
+    share a line (``a = 1; b = 2``) merged: each group's lines tokenize and parse on their own
+    (but for oddities such as a backslash after a statement)."""
+    groups: list[tuple[int, int, list[ast.stmt]]] = []
+    for node in tree.body:
+        decorators = getattr(node, "decorator_list", [])
+        first = min([node.lineno, *(d.lineno for d in decorators)])
+        last = node.end_lineno or node.lineno
+        if groups and first <= groups[-1][1]:
+            groups[-1][2].append(node)
+            groups[-1] = (groups[-1][0], max(groups[-1][1], last), groups[-1][2])
+        else:
+            groups.append((first, last, [node]))
+    return groups
+
+
+def _comments(text: str, tree: ast.Module, findings: Sequence[Finding]) -> dict[int, str]:
+    """The comments on the findings' lines that mention noqa, by line. Tokens, not text: a
+    ``"# noqa"`` in a string (or on a line of a multi-line string) is no comment. Only the
+    top-level statements holding such a line are tokenized (tokenize is slow); where one does
+    not tokenize on its own, its lines are searched whole, as before."""
+    lines = split_lines(text)
+    wanted = {f.line for f in findings if 0 < f.line <= len(lines)}
+    wanted = {line for line in wanted if _NOQA.search(lines[line - 1])}
+    if not wanted:
+        return {}
+    groups = statement_groups(tree)
+    starts = [first for first, _, _ in groups]
+    comments: dict[int, str] = {}
+    held: set[int] = set()
+    for line in wanted:
+        i = bisect.bisect_right(starts, line) - 1
+        if i >= 0 and line <= groups[i][1]:
+            held.add(i)
+        else:  # not in a statement (no finding should be): the line, as before
+            comments[line] = lines[line - 1]
+    for i in sorted(held):
+        first, last, _ = groups[i]
+        source = "".join(lines[first - 1 : last])
+        try:
+            for token in tokenize.generate_tokens(StringIO(source).readline):
+                if token.type == tokenize.COMMENT:
+                    comments[token.start[0] + first - 1] = token.string
+        except (tokenize.TokenError, SyntaxError):
+            comments.update((n, lines[n - 1]) for n in range(first, last + 1))
+    return comments
+
+
+def _suppressed(finding: Finding, comments: dict[int, str]) -> bool:
+    match = _NOQA.search(comments.get(finding.line, ""))
     if match is None:
         return False
     codes = match.group("codes")
@@ -91,8 +148,8 @@ def scan_source(path: str, data: bytes, rules: Sequence[Rule] = ALL_RULES) -> li
     findings = list(run_rules(path, tree, rules))
     if not findings:
         return []
-    lines = text.splitlines()
-    return sorted(f for f in findings if not _suppressed(f, lines))
+    comments = _comments(text, tree, findings)
+    return sorted(f for f in findings if not _suppressed(f, comments))
 
 
 def run_rules(path: str, tree: ast.Module, rules: Sequence[Rule]) -> list[Finding]:

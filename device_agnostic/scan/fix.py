@@ -4,7 +4,9 @@ Detection stays with ``ast``; libcst (``fix_apply``) is imported, and a file par
 when that file has a finding the fixer may apply. A rewritten file is written only when it
 compiles and a fresh scan of it has no more findings than were left unfixed; otherwise it is left
 byte for byte as it was and the reason is reported. Writes are atomic (a temporary file in the
-same directory, then ``os.replace``) and keep the file's mode.
+same directory, then ``os.replace``) and keep the file's mode, owner and group; a file with hard
+links (the rename would split them) or one changed since it was read is left alone, with the
+reason.
 """
 
 from __future__ import annotations
@@ -138,23 +140,67 @@ def fix_file(
     try:
         with open(path, "rb") as handle:
             data = handle.read()
+            read = os.fstat(handle.fileno())
     except OSError as exc:
         return FileFix(path, b"", b"", error=f"not fixed: cannot read: {exc.strerror or exc}")
     result = fix_source(path, data, rules, unsafe, keep)
     if write and result.changed:
         try:
-            write_atomic(path, result.after)
-        except OSError as exc:
+            write_atomic(path, result.after, original=data, read=read)
+        except (OSError, NotWritten) as exc:
             result.after, result.fixed = result.before, 0
-            result.error = f"not fixed: cannot write: {exc.strerror or exc}"
+            if isinstance(exc, NotWritten):
+                result.error = f"not fixed: {exc}"
+            else:
+                result.error = f"not fixed: cannot write: {exc.strerror or exc}"
     return result
 
 
-def write_atomic(path: str, data: bytes) -> None:
+class NotWritten(Exception):
+    """A correct rewrite that writing would do harm with; the message says why."""
+
+
+def _owner_differs(temp: str, info: os.stat_result) -> bool:
+    now = os.stat(temp)
+    return (now.st_uid, now.st_gid) != (info.st_uid, info.st_gid)
+
+
+def _check_unchanged(target: str, original: bytes, read: os.stat_result) -> None:
+    """Raise NotWritten unless ``target`` is still the file read (same inode, size, mtime and
+    bytes): another editor's save between the read and the rename must not be lost. A write in
+    the instant between this check and the rename is not seen (POSIX has no rename-if-unchanged)."""
+    try:
+        with open(target, "rb") as handle:
+            now = os.fstat(handle.fileno())
+            same = (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (
+                read.st_dev,
+                read.st_ino,
+                read.st_size,
+                read.st_mtime_ns,
+            )
+            same = same and handle.read() == original
+    except OSError:
+        same = False
+    if not same:
+        raise NotWritten("it changed while it was being fixed (left as it is now; fix it again)")
+
+
+def write_atomic(
+    path: str, data: bytes, original: bytes | None = None, read: os.stat_result | None = None
+) -> None:
     """Replace the file behind ``path`` (following links) by ``data`` in one rename, so a reader
-    or a crash sees the old file or the new one, never half of it; the mode is kept."""
+    or a crash sees the old file or the new one, never half of it; mode, owner and group are
+    kept. Raises NotWritten, writing nothing, where the rename would do harm: a file with hard
+    links (they would keep the old file), an owner that cannot be kept (not root), or, given
+    the ``original`` bytes and the stat ``read`` with them, a file changed since."""
     target = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
+    info = os.stat(target)
+    if info.st_nlink > 1:
+        raise NotWritten(
+            f"it has {info.st_nlink} hard links, which the rewrite (a new file renamed over it)"
+            " would split; break the links first (cp FILE FILE.new && mv FILE.new FILE)"
+        )
+    mode = stat.S_IMODE(info.st_mode)
     directory, name = os.path.split(target)
     fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".da-fix")
     try:
@@ -162,7 +208,17 @@ def write_atomic(path: str, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, mode)
+        if _owner_differs(temp, info):
+            try:
+                os.chown(temp, info.st_uid, info.st_gid)
+            except PermissionError as exc:
+                raise NotWritten(
+                    f"cannot keep its owner and group ({info.st_uid}:{info.st_gid}) on the"
+                    f" rewritten file: {exc.strerror or exc}"
+                ) from None
+        os.chmod(temp, mode)  # after chown, which may clear set-id bits
+        if original is not None and read is not None:
+            _check_unchanged(target, original, read)
         os.replace(temp, target)
     except BaseException:
         if os.path.exists(temp):
