@@ -394,3 +394,22 @@ def test_kill_at_every_write_point_of_the_real_series(real_copy, tmp_path, comma
     if state() == applied:
         assert cli(SERIES, "revert", torch_dir).returncode == 0
     assert tree_hash(site) == stock_full
+
+
+def test_shadow_refuses_an_installed_torch_left_by_a_killed_apply(overlay_case, tmp_path) -> None:
+    from tools.patchqueue.errors import BadInput
+    from tools.patchqueue.series import load_series
+    from tools.patchqueue.targets import InstalledTorch
+    from tools.patchqueue.verify import ensure_patched_shadow
+
+    series, pristine, work, _, stock, *_ = overlay_case
+    refill(pristine, work)
+    points = fault_points(series, "apply", str(work / "torch"), trace=tmp_path / "trace")
+    refill(pristine, work)
+    middle = len(points) // 2
+    assert cli(series, "apply", str(work / "torch"), fault_at=str(middle)).returncode == -9
+    with pytest.raises(BadInput, match="interrupted"):
+        ensure_patched_shadow(load_series(series), InstalledTorch(work / "torch"), tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+    assert cli(series, "status", str(work / "torch")).returncode == 0  # recovers it
+    assert tree_hash(work) == stock

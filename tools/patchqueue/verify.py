@@ -76,6 +76,18 @@ def installed_torch(python: str = sys.executable) -> InstalledTorch:
     return InstalledTorch(Path(origin).parent)
 
 
+def refuse_overlaid(real: InstalledTorch) -> None:
+    """BadInput when the installed torch carries an overlay record (applied, or an apply or
+    revert that was killed): a shadow or a stock run of it would not be stock torch."""
+    if real.state_dir.exists() or real.state_dir.with_name(real.state_dir.name + ".new").exists():
+        raise BadInput(
+            f"{real.torch_dir}: a series is applied to the installed torch (or an apply or revert "
+            f"of it was interrupted): stock runs would not be stock; `scripts/patches status "
+            f"{real.torch_dir}` recovers an interrupted one; `scripts/patches revert` an applied "
+            "one"
+        )
+
+
 def _env(pythonpath: str | None, autoload: bool = True) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -177,6 +189,7 @@ def ensure_patched_shadow(series: Series, real: InstalledTorch, root: Path) -> t
     """
     root = Path(root).resolve()
     real.check_base(series.base)
+    refuse_overlaid(real)
     if root.exists():
         if not (root / SHADOW_MARK).is_file():
             raise BadInput(
@@ -431,12 +444,7 @@ def verify_series(
     start = time.monotonic()
     real = torch or installed_torch()
     real.check_base(series.base)
-    if real.state_dir.exists():
-        raise BadInput(
-            f"{real.torch_dir}: a series is applied to the installed torch (or an apply was "
-            f"interrupted); stock runs would not be stock (scripts/patches status {real.torch_dir} "
-            "recovers an interrupted one; revert an applied one)"
-        )
+    refuse_overlaid(real)
     before = hash_files(real.torch_dir, series)
     if keep is not None:
         root = Path(keep).resolve()
