@@ -271,15 +271,10 @@ def _write_target(
 
 
 def _make_parents(dest: Path, planned: set[str]) -> None:
-    missing = []
-    folder = dest.parent
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for folder in reversed(missing):
-        if str(folder) not in planned:  # pragma: no cover - the journal lists every one
+    for folder in _missing_dirs([dest]):
+        if folder not in planned:  # pragma: no cover - the journal lists every one
             raise OSError(f"{folder}: not in the journal")
-        fsops.make_dir(folder)
+        fsops.make_dir(Path(folder))
 
 
 def _rolled_back(target: InstalledTorch, journal: dict, what: str) -> str:

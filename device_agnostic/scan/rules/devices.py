@@ -156,14 +156,9 @@ class CudaDeviceLiteral(Rule):
             if switch is not None and id(value) not in ctx.claimed:
                 # The device switch of most CUDA-first code, rewritten whole: same str on CUDA
                 # and without an accelerator, the current accelerator's type elsewhere.
-                ctx.claimed.add(id(value))
-                for literal in _device_literals(value):
-                    ctx.claimed.add(id(literal))
-                ctx.claimed.add(
-                    id(value.test if isinstance(value.test, ast.Call) else value.test.operand)
-                )
                 guard = value.test if isinstance(value.test, ast.Call) else value.test.operand
-                ctx.claimed.add(id(guard.func))
+                literals = [id(literal) for literal in _device_literals(value)]
+                ctx.claimed.update([id(value), id(guard), id(guard.func), *literals])
                 yield ctx.finding(
                     self,
                     value,
