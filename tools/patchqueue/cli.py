@@ -1,5 +1,5 @@
 """The command line: ``scripts/patches {check,apply,status,revert,recover} TARGET`` and
-``scripts/patches verify [--json PATH] [--series DIR]``.
+``scripts/patches {verify [--json PATH],lint,shadow DIR,export,refresh} [--series DIR]``.
 
 Exit status: 0 done, 1 a patch conflicts (verify: a patch is not proven), 2 bad input (version,
 dirty checkout, corrupted patch, unusable target), 3 the target is busy (another command holds
@@ -21,6 +21,7 @@ from tools.patchqueue import lock
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import PatchQueueError
 from tools.patchqueue.gitqueue import apply_git, git_dir, git_status, recover_git, revert_git
+from tools.patchqueue.lint import RUFF_CONFIG, lint_series
 from tools.patchqueue.overlay import (
     apply_overlay,
     overlay_status,
@@ -121,8 +122,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = commands.add_parser(
         "verify",
-        help="prove each patch on neuron: its tests fail on stock torch, pass with the series, "
-        "and pass on the CPU before and after; never modifies the installed torch",
+        help="prove each patch: its tests fail on stock torch and pass with the series, on "
+        "neuron and without it (a CI device or a named mock), and its files are lint clean; "
+        "never modifies the installed torch",
     )
     sub.add_argument("--json", type=Path, help="also write the report as JSON to this file")
     sub.add_argument(
@@ -139,6 +141,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub.add_argument(
         "--keep", type=Path, help="build the shadow torch in this (new) folder and keep it"
+    )
+    sub = commands.add_parser(
+        "lint",
+        help="check every file the series patches or adds with PyTorch's own ruff settings "
+        "(format and lint, line length 88); exit 1 when one is not clean",
+    )
+    sub.add_argument(
+        "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
     )
     sub = commands.add_parser(
         "shadow",
@@ -161,6 +171,23 @@ def shadow(args: argparse.Namespace) -> tuple[list[str], int]:
     return [f"patched torch ({len(series.patches)} patches) {state}: PYTHONPATH={root}"], 0
 
 
+def lint(args: argparse.Namespace) -> tuple[list[str], int]:
+    """Run lint; one line per patch and file, and 0 when every file is clean, else 1."""
+    series = load_series(args.series)
+    results = lint_series(series, installed_torch())
+    lines = []
+    dirty = 0
+    for patch, files in results.items():
+        for result in files:
+            dirty += not result.clean
+            lines.append(f"{patch}: {result.describe()}")
+    total = sum(len(files) for files in results.values())
+    lines.append(
+        f"{total - dirty}/{total} files clean with PyTorch's ruff settings ({RUFF_CONFIG.name})"
+    )
+    return lines, 1 if dirty else 0
+
+
 def verify(args: argparse.Namespace) -> tuple[list[str], int]:
     """Run verify; the table, and 0 when every patch is proven, else 1."""
     series = load_series(args.series)
@@ -180,6 +207,8 @@ def run(argv: list[str]) -> tuple[list[str], int]:
         return verify(args)
     if args.command == "shadow":
         return shadow(args)
+    if args.command == "lint":
+        return lint(args)
     if args.command in ("export", "refresh"):
         return _run_export_refresh(args)
     target = open_target(args.target)

@@ -1,5 +1,6 @@
-"""``verify``: prove each patch of the series on neuron: its tests fail on stock torch and pass with
-the series applied, and their CPU variants pass on both.
+"""``verify``: prove each patch of the series: its tests fail on stock torch and pass with the
+series applied, on neuron and without it (on the CPU, where a test names a mock or a device
+upstream CI runs), and every file it touches is clean under PyTorch's own ruff settings.
 
 The installed torch is never modified. A scratch "shadow" torch is built in a temporary folder:
 every ``torch/**/*.py`` of the installed package is copied, everything else (``lib/``,
@@ -10,11 +11,18 @@ the shadow's Python code with the one set of native libraries. The series is ove
 
 - stock on neuron: no PYTHONPATH; the tests must FAIL (tests ran, some failed or errored);
 - patched on neuron: ``PYTHONPATH=<tmp>``; the tests must PASS (at least one not skipped);
-- cpu regression: ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, stock and patched; both must pass.
+- without neuron (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``: the CPU-only torch upstream's CPU jobs
+  run), stock: some test of the patch must FAIL: upstream CI never runs neuron, so a patch is
+  only mergeable with a test that fails before the fix on a device upstream CI has (the CPU
+  here) or with a named mock of the trait (a device without float64, a device module without
+  ``_initialized``, ...). The failing tests are listed, so a reviewer sees which mock or device;
+- without neuron, patched: every test must pass (CPU green);
+- lint (tools/patchqueue/lint.py): every ``.py`` file the patch touches, after the series, passes
+  PyTorch's ruff format and ruff check settings.
 
-A patch is "proven" when all three hold for every test file it adds; "unproven" when it adds no
-test or its tests do not fail on stock torch; "failed" otherwise. Nothing here imports torch or
-the neuron backend: torch runs only in subprocesses.
+A patch is "proven" when all of these hold; "unproven" when it adds no test or its tests do not
+fail before the fix (on neuron, or without it); "failed" otherwise. Nothing here imports torch
+or the neuron backend: torch runs only in subprocesses.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from pathlib import Path
 
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, PatchQueueError
+from tools.patchqueue.lint import FileLint, lint_series
 from tools.patchqueue.overlay import apply_overlay, load_state, series_record
 from tools.patchqueue.series import Patch, Series
 from tools.patchqueue.targets import InstalledTorch
@@ -42,7 +51,7 @@ DEFAULT_TIMEOUT = 300.0
 _RAN_RE = re.compile(r"^Ran (\d+) tests? in ", re.M)
 _OK_RE = re.compile(r"^OK(?: \((.*)\))?\s*$", re.M)
 _FAILED_RE = re.compile(r"^FAILED \((.*)\)\s*$", re.M)
-_CASE_RE = re.compile(r"^(FAIL|ERROR): (\S+)", re.M)
+_CASE_RE = re.compile(r"^(FAIL|ERROR): (\S+)(?: \(([^)]*)\))?", re.M)
 
 # Run in the shadow's interpreter: where torch comes from, whether neuron loaded, and which
 # libtorch files are mapped (one each, the installed ones, or two copies are loaded).
@@ -259,7 +268,10 @@ def run_test_file(path: Path, env: dict[str, str], cwd: Path, timeout: float) ->
     failed = _FAILED_RE.search(text)
     detail = (ok or failed).group(1) if (ok or failed) else None
     skipped = int(m.group(1)) if detail and (m := re.search(r"skipped=(\d+)", detail)) else 0
-    failing = [f"{kind}: {name}" for kind, name in _CASE_RE.findall(text)]
+    failing = [
+        f"{kind}: {test_id.removeprefix('__main__.') or name}"
+        for kind, name, test_id in _CASE_RE.findall(text)
+    ]
     if proc.returncode == 0 and ok and ran_match:
         outcome, summary = "passed", f"OK ({ran - skipped} passed, {skipped} skipped)"
     elif proc.returncode != 0 and failed and ran_match:
@@ -282,31 +294,45 @@ class TestResult:
 
 @dataclass
 class PatchVerdict:
-    """One patch: its test files, their runs and the verdict (proven / unproven / failed)."""
+    """One patch: its test files, their runs, the lint of its files and the verdict."""
 
     patch: str
     subject: str
     verdict: str = "unproven"
     reasons: list[str] = field(default_factory=list)
     tests: list[TestResult] = field(default_factory=list)
+    lint: list[FileLint] = field(default_factory=list)
 
-    def cells(self) -> tuple[str, str, str, str]:
-        """The table's columns: stock on neuron, patched on neuron, cpu regression, verdict."""
+    def without_neuron_failures(self) -> list[str]:
+        """The tests that fail on stock torch without neuron: the CI-device or mock proof."""
+        return [name for t in self.tests for name in t.stock_cpu.failing]
+
+    def cells(self) -> tuple[str, ...]:
+        """The table's columns after the patch's name (see Report.table)."""
         if not self.tests:
-            return "-", "-", "-", self.verdict
+            return "-", "-", "-", "-", self._lint_cell(), self.verdict
         stock = "; ".join(t.stock_neuron.summary for t in self.tests)
         patched = "; ".join(t.patched_neuron.summary for t in self.tests)
-        cpu_ok = all(
-            r.outcome == "passed" for t in self.tests for r in (t.stock_cpu, t.patched_cpu)
-        )
-        cpu = (
-            "pass before/after"
-            if cpu_ok
-            else "; ".join(
-                f"before {t.stock_cpu.summary}, after {t.patched_cpu.summary}" for t in self.tests
-            )
-        )
-        return stock, patched, cpu, self.verdict
+        failing = self.without_neuron_failures()
+        if failing:
+            classes = sorted({_test_class(name) for name in failing})
+            ci = f"fails ({len(failing)}): " + ", ".join(classes)
+        else:
+            ci = "no: " + "; ".join(t.stock_cpu.summary for t in self.tests)
+        cpu_ok = all(t.patched_cpu.outcome == "passed" for t in self.tests)
+        cpu = "pass" if cpu_ok else "; ".join(t.patched_cpu.summary for t in self.tests)
+        return stock, patched, ci, cpu, self._lint_cell(), self.verdict
+
+    def _lint_cell(self) -> str:
+        dirty = [f.path for f in self.lint if not f.clean]
+        return "clean" if not dirty else "dirty: " + ", ".join(dirty)
+
+
+def _test_class(failing: str) -> str:
+    """``TestXMock`` for ``FAIL: TestXMock.test_y`` (the class names the mock or device)."""
+    test_id = failing.split(": ", 1)[-1]
+    parts = test_id.split(".")
+    return parts[-2] if len(parts) >= 2 else test_id
 
 
 def _judge(verdict: PatchVerdict) -> None:
@@ -323,9 +349,20 @@ def _judge(verdict: PatchVerdict) -> None:
         run = t.patched_neuron
         if run.outcome != "passed" or run.ran - run.skipped <= 0:
             reasons.append(f"{t.file}: does not pass with the series ({run.summary})")
-        for name, cpu in (("stock", t.stock_cpu), ("patched", t.patched_cpu)):
-            if cpu.outcome != "passed":
-                reasons.append(f"{t.file}: cpu regression on {name} torch ({cpu.summary})")
+        cpu = t.patched_cpu
+        if cpu.outcome != "passed":
+            reasons.append(f"{t.file}: fails on the CPU with the series ({cpu.summary})")
+        elif t.stock_cpu.outcome not in ("passed", "failed"):
+            reasons.append(f"{t.file}: no result on the CPU before ({t.stock_cpu.summary})")
+    if not verdict.without_neuron_failures():
+        unproven = True
+        reasons.append(
+            "no test fails on stock torch without the neuron backend: add one that fails before "
+            "the fix on a device upstream CI runs (the CPU) or with a named mock of the trait"
+        )
+    for lint in verdict.lint:
+        if not lint.clean:
+            reasons.append(f"lint: {lint.describe()}")
     verdict.reasons = reasons
     verdict.verdict = "unproven" if unproven else ("failed" if reasons else "proven")
 
@@ -410,9 +447,18 @@ class Report:
         }
 
     def table(self) -> list[str]:
-        """A markdown table: patch | stock on neuron | patched on neuron | cpu regression |
-        verdict, then the reasons of every patch not proven."""
-        head = ("patch", "stock on neuron", "patched on neuron", "cpu regression", "verdict")
+        """A markdown table: patch | neuron, stock | neuron, patched | without neuron, stock (CI
+        device or mock) | CPU with the series | lint | verdict; then the reasons of every patch
+        not proven."""
+        head = (
+            "patch",
+            "neuron, stock",
+            "neuron, patched",
+            "no neuron, stock (CI device / mock)",
+            "CPU, patched",
+            "lint",
+            "verdict",
+        )
         rows = [(v.patch, *v.cells()) for v in self.verdicts]
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
@@ -446,6 +492,7 @@ def verify_series(
     real.check_base(series.base)
     refuse_overlaid(real)
     before = hash_files(real.torch_dir, series)
+    lint = lint_series(series, real)
     if keep is not None:
         root = Path(keep).resolve()
         try:
@@ -458,7 +505,7 @@ def verify_series(
         probe = patched_shadow(series, real, root)
         work = root / "cwd"
         work.mkdir()
-        verdicts = [PatchVerdict(p.name, p.subject) for p in series.patches]
+        verdicts = [PatchVerdict(p.name, p.subject, lint=lint[p.name]) for p in series.patches]
         jobs_list = []
         for verdict, patch in zip(verdicts, series.patches, strict=True):
             for test in _test_files(patch):
