@@ -90,7 +90,7 @@ def make_project(tmp: Path) -> Project:
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.name", "Test")
-    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "config", "user.email", "test.author@users.noreply.github.com")
     git(repo, "config", "commit.gpgsign", "false")
     _write(repo, "torch/__init__.py", '"""torch."""\n__version__ = "2.13.0"\n')
     _write(repo, "torch/version.py", "__version__ = '2.13.0'\ngit_version = 'unknown'\n")

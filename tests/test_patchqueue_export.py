@@ -13,7 +13,7 @@ import pytest
 from patchqueue_fixtures import REAL_TORCH, Project, git, git_state, make_project, tree_hash
 
 from tools.patchqueue.cli import main
-from tools.patchqueue.export import body_markdown, labels, parse_message
+from tools.patchqueue.export import body_markdown, is_backport, labels, parse_message, topic
 from tools.patchqueue.series import load_series, parse_patch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +120,96 @@ def test_a_dependent_patch_needs_stack_and_leaves_nothing_behind(project, tmp_pa
     assert top == git(project.repo, "rev-parse", f"device-agnostic/{names(project)[-2]}").strip()
 
 
+def add_trailer(patch_file: Path, line: str) -> None:
+    """Append a trailer line to the patch's trailer block (the lines before ``---``)."""
+    text = patch_file.read_text()
+    head, sep, rest = text.partition("\n---\n")
+    head = head.rstrip("\n")
+    last = head.rsplit("\n", 1)[-1]
+    in_block = ": " in last and not last.startswith(("Subject:", "Date:", "From:"))
+    patch_file.write_text(head + ("\n" if in_block else "\n\n") + line + "\n" + sep + rest)
+
+
+def test_a_depends_on_trailer_branches_the_patch_from_what_it_needs(project, tmp_path) -> None:
+    dependent = add_dependent_patch(project)
+    first = names(project)[0]
+    add_trailer(project.series / f"{dependent}.patch", f"Depends-On: {first}.patch")
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 0
+    parent = git(project.repo, "rev-parse", f"device-agnostic/{dependent}^").strip()
+    assert parent == git(project.repo, "rev-parse", f"device-agnostic/{first}").strip()
+    body = (out / dependent / "body.md").read_text()
+    assert f"Stacked on: {first}.patch" in body
+
+
+def test_a_depends_on_that_is_not_an_earlier_patch_is_refused(project, tmp_path, capsys):
+    first = sorted(project.series.glob("0001-*.patch"))[0]
+    add_trailer(first, "Depends-On: 0009-missing.patch")
+    before = git_state(project.repo)
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 2
+    assert "Depends-On 0009-missing.patch" in capsys.readouterr().err
+    assert git_state(project.repo) == before and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("author", "config"),
+    [
+        (None, ("Seed maintainers", "maintainers@users.noreply.a-seed-89d6aeb5.example")),
+        (None, ("Test", "test@example.com")),
+        ("Someone <someone@mail.invalid>", None),
+        ("no-email-here", None),
+        (None, None),
+    ],
+)
+def test_a_missing_or_placeholder_author_is_refused(
+    project, tmp_path, capsys, monkeypatch, author, config
+):
+    for variable in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "EMAIL"):
+        monkeypatch.delenv(variable, raising=False)
+    if config is None:
+        git(project.repo, "config", "--unset", "user.name")
+        git(project.repo, "config", "--unset", "user.email")
+    else:
+        git(project.repo, "config", "user.name", config[0])
+        git(project.repo, "config", "user.email", config[1])
+    before = git_state(project.repo)
+    out = tmp_path / "out"
+    args = ["export", "--pytorch", str(project.repo), "--out", str(out)]
+    if author:
+        args += ["--author", author]
+    assert run(project, *args) == 2
+    err = capsys.readouterr().err
+    assert "placeholder" in err or "no author" in err or "expected 'Full Name" in err
+    assert git_state(project.repo) == before and not out.exists()
+
+
+def test_commits_are_authored_by_the_person_exporting(project, tmp_path) -> None:
+    out = tmp_path / "out"
+    args = ["export", "--pytorch", str(project.repo), "--out", str(out)]
+    assert run(project, *args, "--author", "Ada Lovelace <ada@lovelace.dev>") == 0
+    for name in names(project):
+        who = git(
+            project.repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>", f"device-agnostic/{name}"
+        )
+        assert who.strip() == "Ada Lovelace <ada@lovelace.dev>|Ada Lovelace <ada@lovelace.dev>"
+
+
+def test_backports_and_forwarded_patches_leave_the_forward_queue(project, tmp_path, capsys):
+    first, second = sorted(project.series.glob("000[12]-*.patch"))
+    add_trailer(first, "Applied-Upstream: v2.14.0 (pytorch/pytorch#123)")
+    add_trailer(second, "Forwarded: #456")
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert f"{first.name}: not exported: upstream already has it" in printed
+    assert f"{second.name}: not exported: open upstream PR #456" in printed
+    exported = sorted(p.name for p in out.iterdir())
+    assert exported == names(project)[2:]
+    branches = git(project.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+    assert first.stem not in branches and second.stem not in branches
+
+
 def test_a_failing_git_am_deletes_the_branches_it_made(project, tmp_path, capsys) -> None:
     # The dry run passes but git am refuses the second patch (its applypatch-msg hook says no).
     hook = project.repo / ".git" / "hooks" / "applypatch-msg"
@@ -175,7 +265,8 @@ def test_body_follows_the_pr_template_for_a_real_patch() -> None:
     assert body.startswith("Fixes #127676\n")
     assert "## Summary\n\n`torch.utils.checkpoint` decides" in body
     assert "python test/test_checkpoint_device_rng.py" in body
-    assert "BC-breaking: none" in body and "Bug: https://" in body
+    assert "BC-breaking: none" in body and "Bug: " in body
+    assert "## Upstream state\n\n- Issue: " in body and "## Behaviour changes" in body
     assert "\nBug: https" not in body.split("## Related")[0]  # trailers not in the summary
     first = parse_patch(PATCHES / "0001-amp-gradscaler-default-device.patch")
     assert body_markdown(first).startswith("Fixes: no upstream issue")
@@ -201,7 +292,11 @@ def test_body_takes_the_evidence_from_a_verify_json(tmp_path) -> None:
                         "file": "test/test_dlpack_privateuse1.py",
                         "stock_neuron": run_("failed", "FAILED (errors=1)"),
                         "patched_neuron": run_("passed", "OK (1 passed, 2 skipped)"),
-                        "stock_cpu": run_("passed", "OK (1 passed, 0 skipped)"),
+                        "stock_cpu": {
+                            "outcome": "failed",
+                            "summary": "FAILED (failures=1)",
+                            "failing": ["FAIL: TestDLPackMock.test_device"],
+                        },
                         "patched_cpu": run_("passed", "OK (1 passed, 0 skipped)"),
                     }
                 ],
@@ -212,12 +307,15 @@ def test_body_takes_the_evidence_from_a_verify_json(tmp_path) -> None:
     path.write_text(json.dumps(report))
     body = body_markdown(patch, report, path)
     assert "must fail): FAILED (errors=1)" in body
+    assert "Fails before the fix on:\n- stock torch without any accelerator backend" in body
+    assert "`TestDLPackMock`" in body and "PrivateUse1 backend" in body
     assert "(must pass): OK (1 passed, 2 skipped)" in body and "verdict: proven" in body
     assert "run `scripts/patches verify`" not in body
 
 
 def test_the_real_series_exports_independently(tmp_path) -> None:
-    """The pilots, each alone on a repository of the installed torch's files they touch."""
+    """The forward queue, each patch alone (or on what it Depends-On) on a repository of the
+    installed torch's files the series touches."""
     repo = tmp_path / "pytorch"
     series = load_series(PATCHES)
     for rel in sorted({f.path for p in series.patches for f in p.files if f.status != "added"}):
@@ -226,7 +324,7 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
     (repo / "torch" / "__init__.py").touch()
     git(tmp_path, "init", "-q", "-b", "main", str(repo))
     git(repo, "config", "user.name", "Test")
-    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "config", "user.email", "test.author@users.noreply.github.com")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
     base = git(repo, "rev-parse", "HEAD").strip()
@@ -237,5 +335,7 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
     out = tmp_path / "out"
     args = ["--series", str(copy), "export", "--pytorch", str(repo), "--out", str(out)]
     assert main(args) == 0
-    assert len(list(out.iterdir())) == len(series.patches)
+    forward = [p for p in series.patches if is_backport(parse_message(p)) is None]
+    assert 0 < len(forward) < len(series.patches)  # 0016 is upstream: a backport only
+    assert sorted(p.name for p in out.iterdir()) == sorted(topic(p) for p in forward)
     assert git(repo, "status", "--porcelain") == ""

@@ -290,6 +290,11 @@ def _add_export_refresh(commands: argparse._SubParsersAction) -> None:
     sub.add_argument("--remote", default="origin", help="the remote in commands.sh (%(default)s)")
     sub.add_argument("--head-owner", help="your GitHub fork's owner, for gh's --head OWNER:BRANCH")
     sub.add_argument(
+        "--author",
+        help="'Full Name <email>' of the person the commits are authored by (default: git "
+        "config user.name/user.email of the checkout); placeholders are refused",
+    )
+    sub.add_argument(
         "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
     )
     sub = commands.add_parser(
@@ -327,6 +332,7 @@ def _run_export_refresh(args: argparse.Namespace) -> tuple[list[str], int]:
             verify_json=args.verify_json,
             remote=args.remote,
             head_owner=args.head_owner,
+            author=args.author,
         )
         return lines, 0
     result = refresh(series, args.onto, write=args.write)

@@ -1,6 +1,16 @@
 """``export``: one branch per patch in a PyTorch checkout and one folder per patch with what a
 person needs to open a draft pull request (title, body, labels, the push and ``gh`` commands).
 
+Only the forward queue is exported: a patch upstream already has (``Applied-Upstream:`` other
+than ``no``) or that an open upstream PR carries (``Forwarded: #N``) is a backport for users of
+the base version, and opening a second PR for it would duplicate upstream work; such patches are
+listed, not exported. A patch that needs an earlier one (``Depends-On: NNNN-topic.patch``, e.g.
+the shared float64 helper) is branched from that patch's branch, as a stacked PR.
+
+Commits are authored by the person exporting (``--author``, else ``git config user.name`` /
+``user.email`` of the checkout): PyTorch's CLA check matches the author, so a placeholder
+identity (an ``example``/``invalid``/``test`` domain, the series' own placeholder) is refused.
+
 Nothing is pushed and no network is touched: commands.sh is written, never run. The branches are
 made with ``git am -3 -k`` in a temporary ``git worktree`` at the base commit, so the checkout's
 HEAD, branch, index and work tree are never touched; on any failure the branches this run made
@@ -25,7 +35,12 @@ from tools.patchqueue.series import Patch, Series
 
 BRANCH_PREFIX = "device-agnostic/"
 REVIEWER_PLACEHOLDER = "<fill in before opening the PR>"
-TRAILER_KEYS = ("Bug", "Forwarded", "Applied-Upstream", "Last-Update")
+TRAILER_KEYS = ("Bug", "Forwarded", "Applied-Upstream", "Depends-On", "Last-Update")
+# RFC 2606 / 6761 names that can never be a real person's address, and the series' own.
+_PLACEHOLDER_DOMAINS = ("example", "example.com", "example.org", "example.net", "invalid",
+                        "test", "localhost")  # fmt: skip
+_IDENTITY_RE = re.compile(r"\s*([^<>]*?)\s*<([^<>\s@]+@([^<>\s@]+))>\s*")
+_PR_RE = re.compile(r"(?:#|github\.com/pytorch/pytorch/pull/)(\d+)")
 _AREA_RE = re.compile(r"^\[([^\]]+)\]")
 _ISSUE_RE = re.compile(r"github\.com/pytorch/pytorch/issues/(\d+)|^#(\d+)$")
 
@@ -94,6 +109,55 @@ def parse_message(patch: Patch) -> Message:
 def topic(patch: Patch) -> str:
     """``0001-amp-gradscaler-default-device`` for ``0001-amp-gradscaler-default-device.patch``."""
     return patch.name.removesuffix(".patch")
+
+
+def is_backport(message: Message) -> str | None:
+    """Why the patch is not in the forward queue (upstream has it, or an open PR carries it);
+    None when it is to be exported."""
+    applied = message.trailers.get("Applied-Upstream", "no").strip()
+    if applied.lower() not in ("", "no"):
+        return f"upstream already has it ({applied}); kept as a backport for the base version"
+    forwarded = message.trailers.get("Forwarded", "no").strip()
+    match = _PR_RE.search(forwarded)
+    if match:
+        return (
+            f"open upstream PR #{match.group(1)} carries the same change; kept as a backport "
+            "until it lands (review or help that PR instead)"
+        )
+    return None
+
+
+def depends_on(message: Message) -> list[str]:
+    """The patch file names of the ``Depends-On:`` trailer (comma or space separated)."""
+    value = message.trailers.get("Depends-On", "")
+    return [name for name in re.split(r"[,\s]+", value) if name]
+
+
+def author_identity(checkout: Path, author: str | None) -> tuple[str, str]:
+    """(name, email) of the person exporting: ``author`` ("Name <email>") or the checkout's git
+    config. Raises BadInput when there is none or it is a placeholder."""
+    if author is None:
+        name = _git(checkout, "config", "user.name", check=False).stdout.strip()
+        email = _git(checkout, "config", "user.email", check=False).stdout.strip()
+        if not name or not email:
+            raise BadInput(
+                "no author for the exported commits: set `git config user.name` and "
+                "`git config user.email` in the checkout to the person who signs PyTorch's CLA, "
+                "or pass --author 'Name <email>'"
+            )
+        author = f"{name} <{email}>"
+    match = _IDENTITY_RE.fullmatch(author)
+    if match is None or not match.group(1):
+        raise BadInput(f"--author {author!r}: expected 'Full Name <email@domain>'")
+    name, email, domain = match.groups()
+    domain = domain.lower().rstrip(".")
+    if any(domain == d or domain.endswith("." + d) for d in _PLACEHOLDER_DOMAINS):
+        raise BadInput(
+            f"author {name} <{email}> is a placeholder ({domain} is not a real mail domain): "
+            "PyTorch's CLA check would reject the commits; export as yourself (git config "
+            "user.name/user.email, or --author)"
+        )
+    return name, email
 
 
 def branch_name(patch: Patch) -> str:
@@ -183,6 +247,68 @@ def _evidence(patch: Patch, verify: object | None, verify_path: Path | None) -> 
     return "\n".join(lines)
 
 
+def _upstream_state(message: Message) -> str:
+    """What was found upstream, from the trailers (checked in pytorch/pytorch's issues/PRs)."""
+    bug = message.trailers.get("Bug", "none")
+    forwarded = message.trailers.get("Forwarded", "no")
+    applied = message.trailers.get("Applied-Upstream", "no")
+    lines = [
+        f"- Issue: {bug if bug.lower() != 'none' else 'no upstream issue found'}",
+        f"- Open PR with the same change: "
+        f"{forwarded if forwarded.lower() != 'no' else 'none found'}",
+        f"- Already upstream: {applied if applied.lower() != 'no' else 'no'}",
+    ]
+    needs = depends_on(message)
+    if needs:
+        lines.append(f"- Stacked on: {', '.join(needs)} (its PR must land first)")
+    return "\n".join(lines)
+
+
+def _behaviour_changes(message: Message) -> str:
+    """The body's paragraphs that say what behaviour changes (or stays) for whom."""
+    said = [
+        p
+        for p in message.paragraphs
+        if re.search(r"behaviou?r|BC-breaking|unchanged", p, re.IGNORECASE)
+    ]
+    return "\n\n".join(said) or (
+        "(the patch body states no behaviour change: say what changes on CPU, CUDA, MPS, XPU "
+        "and other accelerators before opening the PR)"
+    )
+
+
+def _devices(patch: Patch, verify: object | None) -> str:
+    """On which devices or mocks the test fails before the fix, from the verify JSON."""
+    entry = _verify_entry(verify, patch) if verify is not None else None
+    tests = entry.get("tests") if isinstance(entry, dict) else None
+    if not isinstance(tests, list):
+        return "Fails before the fix on: (run `scripts/patches verify --json` and export again)"
+    neuron = any(
+        isinstance(t, dict) and (t.get("stock_neuron") or {}).get("outcome") == "failed"
+        for t in tests
+    )
+    without = sorted(
+        {
+            str(name).split(": ", 1)[-1].rsplit(".", 1)[0]
+            for t in tests
+            if isinstance(t, dict)
+            for name in (t.get("stock_cpu") or {}).get("failing") or []
+        }
+    )
+    lines = ["Fails before the fix on:"]
+    if without:
+        lines.append(
+            "- stock torch without any accelerator backend (what upstream's CPU CI runs): "
+            + ", ".join(f"`{name}`" for name in without)
+            + " (a class named ...Mock pretends the trait it names; see its docstring)"
+        )
+    if neuron:
+        lines.append("- a PrivateUse1 backend (the out-of-tree reference backend `neuron`)")
+    if len(lines) == 1:
+        lines.append("- nothing: the test does not fail before the fix (not ready)")
+    return "\n".join(lines)
+
+
 def body_markdown(
     patch: Patch, verify: object | None = None, verify_path: Path | None = None
 ) -> str:
@@ -208,8 +334,13 @@ def body_markdown(
     if details:
         parts += ["### Details", details]
     parts += [
+        "## Upstream state",
+        _upstream_state(message),
+        "## Behaviour changes",
+        _behaviour_changes(message),
         "## Test plan",
         plan,
+        _devices(patch, verify),
         _evidence(patch, verify, verify_path),
         "## BC-breaking",
         f"BC-breaking: {bc}",
@@ -285,17 +416,22 @@ def _base_reader(root: Path, commit: str):  # noqa: ANN202
     return read
 
 
-def _check_applies(series: Series, root: Path, stack: bool) -> None:
-    """Zero-fuzz dry run on the base: the whole series (stacked) or each patch alone."""
+def _check_applies(series: Series, root: Path, stack: bool, needs: dict[str, list[Patch]]) -> None:
+    """Zero-fuzz dry run on the base: the whole series (stacked) or each patch alone on the
+    base with the patches it depends on."""
     read = _base_reader(root, series.base.commit)
-    groups = [series.patches] if stack else [(p,) for p in series.patches]
+    groups = [series.patches] if stack else [(*needs[p.name], p) for p in series.patches]
     for group in groups:
         plan = plan_series(Series(series.directory, series.base, group), read, lambda _: "target")
         for outcome in plan.outcomes:
             if outcome.state == "applies":
                 continue
             how = "in the stacked series" if stack else "alone on the base (depends on another?)"
-            hint = "" if stack else "; export with --stack to make each branch on the previous"
+            hint = (
+                ""
+                if stack
+                else "; name the patch it needs in a Depends-On: trailer, or export with --stack"
+            )
             raise Conflict(
                 f"{outcome.patch.name}: does not apply {how}{hint}\n{outcome.describe()}"
             )
@@ -310,48 +446,65 @@ def export(
     verify_json: Path | None = None,
     remote: str = "origin",
     head_owner: str | None = None,
+    author: str | None = None,
 ) -> list[str]:
-    """Make the branches and the folders; returns the lines to print.
+    """Make the branches and the folders of the forward queue; returns the lines to print.
 
     Raises BadInput (not a checkout, dirty, no base commit, output folder not empty, branch
-    exists, unreadable verify JSON) or Conflict (a patch does not apply); the checkout and the
-    output folder are then as before.
+    exists, unreadable verify JSON, no or a placeholder author, a Depends-On that is not an
+    earlier exported patch) or Conflict (a patch does not apply); the checkout and the output
+    folder are then as before.
     """
     root = Path(checkout).resolve()
     out = Path(out).resolve()
     if not root.is_dir():
         raise BadInput(f"{root}: not a directory")
+    skipped = {p.name: why for p in series.patches if (why := is_backport(parse_message(p)))}
+    forward = [p for p in series.patches if p.name not in skipped]
+    needs = _dependencies(forward, skipped)
+    series = Series(series.directory, series.base, forward)
     _check_inputs(series, root, out)
+    name, email = author_identity(root, author)
     verify = None
     if verify_json is not None:
         try:
             verify = json.loads(Path(verify_json).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise BadInput(f"{verify_json}: cannot read the verify JSON: {exc}") from exc
-    _check_applies(series, root, stack)
+    _check_applies(series, root, stack, needs)
     made: list[str] = []
     ok = False
     created_out = not out.exists()
     worktree = Path(tempfile.mkdtemp(prefix="patches-export-")) / "tree"
     try:
         _git(root, "worktree", "add", "-q", "--detach", str(worktree), series.base.commit)
+        identity = ["-c", f"user.name={name}", "-c", f"user.email={email}"]
         for patch in series.patches:
             branch = branch_name(patch)
-            start = "HEAD" if stack else series.base.commit
+            if stack:
+                start = "HEAD"
+            elif needs[patch.name]:
+                start = branch_name(needs[patch.name][-1])
+            else:
+                start = series.base.commit
             _git(worktree, "checkout", "-q", "-b", branch, start)
             made.append(branch)
             am = subprocess.run(
-                ["git", "-C", str(worktree), "am", "-3", "-k", "--quiet", str(patch.path)],
+                ["git", "-C", str(worktree), *identity, "am", "-3", "-k", "--quiet",
+                 str(patch.path)],
                 capture_output=True,
                 text=True,
                 check=False,
-            )
+            )  # fmt: skip
             if am.returncode != 0:
                 _git(worktree, "am", "--abort", check=False)
                 raise Conflict(
                     f"{patch.name}: git am -3 -k failed:\n{am.stdout.strip()}\n"
                     f"{am.stderr.strip()}".rstrip()
                 )
+            # The patch file's From: is the series' maintainers; the PR's commit is the
+            # exporting person's, whom the CLA check looks up.
+            _git(worktree, *identity, "commit", "-q", "--amend", "--no-edit", "--reset-author")
         lines = []
         for patch in series.patches:
             folder = out / topic(patch)
@@ -383,8 +536,36 @@ def export(
                 for child in out.iterdir():
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
     how = "stacked, each on the previous" if stack else f"each on the base {series.base.short}"
+    lines += [f"{patch}: not exported: {why}" for patch, why in skipped.items()]
     lines.append(
-        f"exported {len(series.patches)} patches ({how}); nothing was pushed. Review each "
-        "body.md, then run its commands.sh to push and open a draft PR."
+        f"exported {len(series.patches)} patches ({how}; authored by {name} <{email}>), "
+        f"{len(skipped)} backports left out; nothing was pushed. Review each body.md, then run "
+        "its commands.sh to push and open a draft PR."
     )
     return lines
+
+
+def _dependencies(forward: list[Patch], skipped: dict[str, str]) -> dict[str, list[Patch]]:
+    """Per exported patch, the earlier exported patches it needs (``Depends-On:``, with what
+    those need), in series order; its branch starts from the last one's."""
+    seen: dict[str, Patch] = {}
+    result: dict[str, list[Patch]] = {}
+    for patch in forward:
+        names = depends_on(parse_message(patch))
+        for needed in names:
+            if needed not in seen:
+                why = (
+                    f"it is not exported ({skipped[needed]})"
+                    if needed in skipped
+                    else "it is not an earlier patch of the series"
+                )
+                raise BadInput(f"{patch.name}: Depends-On {needed}, but {why}")
+        closure: list[Patch] = []
+        for needed in names:  # with what the needed patch itself needs, in series order
+            for item in (*result[needed], seen[needed]):
+                if item not in closure:
+                    closure.append(item)
+        order = {p.name: i for i, p in enumerate(forward)}
+        result[patch.name] = sorted(closure, key=lambda p: order[p.name])
+        seen[patch.name] = patch
+    return result
