@@ -17,6 +17,26 @@ REAL_TORCH = Path(torch.__file__).parent
 REAL_FILES = ["amp/grad_scaler.py", "utils/checkpoint.py"]
 
 
+# An upstream-shaped suite (owner line, imports, a class, the __main__ block) that a patch's
+# standalone test can be folded into (tools/patchqueue/fold.py).
+UPSTREAM_SUITE = """\
+# Owner(s): ["module: amp"]
+
+import unittest
+
+import torch
+
+
+class TestAmp(unittest.TestCase):
+    def test_ones(self):
+        self.assertEqual(torch.ones(2).sum().item(), 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
 def git(root: Path, *args: str) -> str:
     """Run git in ``root``; returns stdout, raises on failure."""
     return subprocess.run(
@@ -98,7 +118,7 @@ def make_project(tmp: Path) -> Project:
     for rel in REAL_FILES:
         (repo / "torch" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REAL_TORCH / rel, repo / "torch" / rel)
-    _write(repo, "test/test_amp.py", "def test_amp():\n    pass\n")
+    _write(repo, "test/test_amp.py", UPSTREAM_SUITE)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "base")
     base = git(repo, "rev-parse", "HEAD").strip()

@@ -5,6 +5,7 @@ is left exactly as before, and on every failure nothing is left behind."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -258,16 +259,19 @@ def test_bad_input_is_refused_and_the_checkout_untouched(project, tmp_path, caps
 
 
 def test_body_follows_the_pr_template_for_a_real_patch() -> None:
-    patch = parse_patch(PATCHES / "0003-checkpoint-device-rng-is-initialized.patch")
-    message = parse_message(patch)
-    assert message.area == "checkpoint" and message.trailers["Bug"].endswith("/127676")
-    body = body_markdown(patch)
-    assert body.startswith("Fixes #127676\n")
-    assert "## Summary\n\n`torch.utils.checkpoint` decides" in body
-    assert "python test/test_checkpoint_device_rng.py" in body
-    assert "BC-breaking: none" in body and "Bug: " in body
-    assert "## Upstream state\n\n- Issue: " in body and "## Behaviour changes" in body
-    assert "\nBug: https" not in body.split("## Related")[0]  # trailers not in the summary
+    for patch in load_series(PATCHES).patches:
+        message = parse_message(patch)
+        body = body_markdown(patch)
+        bug = re.search(r"#(\d+)$|/issues/(\d+)$", message.trailers.get("Bug", ""))
+        if bug:
+            assert body.startswith(f"Fixes #{bug.group(1) or bug.group(2)}\n"), patch.name
+        else:
+            assert body.startswith("Fixes: no upstream issue\n"), patch.name
+        summary = message.paragraphs[0].split("\n")[0]
+        assert f"## Summary\n\n{summary}" in body
+        assert "## Upstream state\n\n- Issue: " in body and "## Behaviour changes" in body
+        assert "## Test plan" in body and "BC-breaking: " in body
+        assert "\nBug: " not in body.split("## Related")[0]  # trailers not in the summary
     first = parse_patch(PATCHES / "0001-amp-gradscaler-default-device.patch")
     assert body_markdown(first).startswith("Fixes: no upstream issue")
     assert labels(parse_message(first))[:2] == [

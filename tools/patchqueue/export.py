@@ -30,12 +30,15 @@ from pathlib import Path
 
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
+from tools.patchqueue.fold import Fold, fold_test, folds
 from tools.patchqueue.gitqueue import _branch_exists, _git, require_clean_and_idle
 from tools.patchqueue.series import Patch, Series
 
 BRANCH_PREFIX = "device-agnostic/"
 REVIEWER_PLACEHOLDER = "<fill in before opening the PR>"
-TRAILER_KEYS = ("Bug", "Forwarded", "Applied-Upstream", "Depends-On", "Last-Update")
+TRAILER_KEYS = (
+    "Bug", "Forwarded", "Applied-Upstream", "Depends-On", "Upstream-Test", "Last-Update",
+)  # fmt: skip
 # RFC 2606 / 6761 names that can never be a real person's address, and the series' own.
 _PLACEHOLDER_DOMAINS = ("example", "example.com", "example.org", "example.net", "invalid",
                         "test", "localhost")  # fmt: skip
@@ -326,6 +329,10 @@ def body_markdown(
         "none",
     )
     plan = message.test_plan or "(the patch body has no test plan)"
+    for fold in test_folds(patch):  # upstream, the test is part of the suite it names
+        summary, details, plan = (
+            text.replace(fold.new, fold.suite) for text in (summary, details, plan)
+        )
     parts = [
         _fixes_line(message),
         "## Summary",
@@ -505,6 +512,7 @@ def export(
             # The patch file's From: is the series' maintainers; the PR's commit is the
             # exporting person's, whom the CLA check looks up.
             _git(worktree, *identity, "commit", "-q", "--amend", "--no-edit", "--reset-author")
+            _fold_tests(worktree, patch, identity)
         lines = []
         for patch in series.patches:
             folder = out / topic(patch)
@@ -543,6 +551,41 @@ def export(
         "its commands.sh to push and open a draft PR."
     )
     return lines
+
+
+def test_folds(patch: Patch) -> list[Fold]:
+    """The patch's added test files and the upstream suites they go into (Upstream-Test:)."""
+    trailer = parse_message(patch).trailers.get("Upstream-Test", "")
+    added = [f.path for f in patch.files if f.status == "added" and f.path.startswith("test/")]
+    return folds(trailer, added) if trailer else []
+
+
+def _fold_tests(worktree: Path, patch: Patch, identity: list[str]) -> None:
+    """Amend the patch's commit so that its new test files are hunks of the upstream suites."""
+    plan = test_folds(patch)
+    if not plan:
+        return
+    message = _git(worktree, "log", "-1", "--format=%B").stdout
+    for fold in plan:
+        suite = worktree / fold.suite
+        if not suite.is_file():
+            raise Conflict(
+                f"{patch.name}: Upstream-Test names {fold.suite}, which the checkout does not "
+                "have at the base: correct the trailer"
+            )
+        new = worktree / fold.new
+        folded = fold_test(
+            new.read_text(encoding="utf-8"), suite.read_text(encoding="utf-8"), fold.new,
+            fold.suite,
+        )  # fmt: skip
+        suite.write_text(folded, encoding="utf-8")
+        _git(worktree, "rm", "-q", fold.new)
+        _git(worktree, "add", fold.suite)
+        message = message.replace(fold.new, fold.suite)
+    _git(
+        worktree, *identity, "commit", "-q", "--amend", "--no-verify", "--message",
+        message.rstrip("\n"),
+    )  # fmt: skip
 
 
 def _dependencies(forward: list[Patch], skipped: dict[str, str]) -> dict[str, list[Patch]]:

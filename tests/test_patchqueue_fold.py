@@ -1,0 +1,117 @@
+"""Folding a patch's standalone test into the upstream suite it names (``Upstream-Test:``): the
+suite gains the test's classes before its ``__main__`` block and only the imports it lacks, runs
+both, and export's commit carries a hunk of the suite instead of a new file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from patchqueue_fixtures import UPSTREAM_SUITE, git, make_project
+
+from tools.patchqueue.cli import main
+from tools.patchqueue.errors import BadInput
+from tools.patchqueue.fold import Fold, fold_test, folds
+
+NEW_TEST = '''\
+# Owner(s): ["module: amp"]
+
+"""The default device of GradScaler (explained in the commit message)."""
+
+import unittest
+from unittest import mock
+
+import torch
+
+
+def _double(x):
+    return 2 * x
+
+
+# A mock of the trait the test needs.
+class TestAmpDefaultMock(unittest.TestCase):
+    @mock.patch.object(torch, "ones", torch.zeros)
+    def test_mocked(self):
+        self.assertEqual(_double(torch.ones(2)).sum().item(), 0.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+
+def test_a_folded_suite_runs_its_tests_and_the_new_ones(tmp_path: Path) -> None:
+    folded = fold_test(NEW_TEST, UPSTREAM_SUITE, "test/test_amp_default.py", "test/test_amp.py")
+    # Only the missing import is added, after the suite's own; docstring and owner dropped.
+    assert folded.count("import unittest\n") == 1 and folded.count("import torch\n") == 1
+    assert "from unittest import mock\n" in folded
+    assert folded.index("from unittest import mock") < folded.index("class TestAmp(")
+    assert "explained in the commit message" not in folded
+    assert folded.count("# Owner(s)") == 1
+    assert "# A mock of the trait the test needs.\nclass TestAmpDefaultMock" in folded
+    body, main_block = folded.split('if __name__ == "__main__":')
+    assert "class TestAmpDefaultMock" in body and "def _double" in body
+    assert "\n\n\n# A mock of the trait" in body and body.endswith("\n\n\n")
+    suite = tmp_path / "test_amp.py"
+    suite.write_text(folded)
+    run = subprocess.run(
+        [sys.executable, str(suite), "-v"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert "test_ones" in run.stderr and "test_mocked" in run.stderr
+    assert "Ran 2 tests" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("new", "suite", "message"),
+    [
+        (NEW_TEST.replace("TestAmpDefaultMock", "TestAmp"), UPSTREAM_SUITE, "already has"),
+        (NEW_TEST.replace("from unittest import mock", "from os import path as torch"),
+         UPSTREAM_SUITE, "would rebind"),
+        (NEW_TEST, UPSTREAM_SUITE.split("\n\nif __name__")[0] + "\n", "no `if __name__"),
+        (NEW_TEST + "def (:\n", UPSTREAM_SUITE, "does not parse"),
+    ],
+)  # fmt: skip
+def test_a_fold_that_cannot_be_made_cleanly_is_refused(new, suite, message) -> None:
+    with pytest.raises(BadInput, match=message):
+        fold_test(new, suite, "test/test_amp_default.py", "test/test_amp.py")
+
+
+def test_the_trailer_names_a_suite_for_each_added_test() -> None:
+    assert folds("test/test_amp.py", ["test/test_a.py"]) == [
+        Fold("test/test_a.py", "test/test_amp.py")
+    ]
+    pairs = "test/test_a.py -> test/test_amp.py, test/test_b.py -> test/profiler/test_profiler.py"
+    assert folds(pairs, ["test/test_a.py", "test/test_b.py"])[1].suite.endswith("profiler.py")
+    with pytest.raises(BadInput, match="adds 2 test files"):
+        folds("test/test_amp.py", ["test/test_a.py", "test/test_b.py"])
+    with pytest.raises(BadInput, match="is not a test file the patch adds"):
+        folds("test/test_c.py -> test/test_amp.py", ["test/test_a.py"])
+
+
+def test_export_folds_the_test_into_the_suite(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    first = sorted(project.series.glob("0001-*.patch"))[0]
+    text = first.read_text()
+    head, sep, rest = text.partition("\n---\n")
+    # The fixture's test file gets a main block, its message a test plan and the trailer.
+    rest = rest.replace(
+        "+def test_default():\n+    assert True\n",
+        "".join("+" + line for line in NEW_TEST.splitlines(keepends=True)),
+    ).replace("@@ -0,0 +1,2 @@", f"@@ -0,0 +1,{len(NEW_TEST.splitlines())} @@")
+    head += "\n\nTest plan: python test/test_amp_default.py\n\nUpstream-Test: test/test_amp.py"
+    first.write_text(head + sep + rest)
+    out = tmp_path / "out"
+    args = ["--series", str(project.series), "export", "--pytorch", str(project.repo)]
+    assert main([*args, "--out", str(out)]) == 0
+    branch = f"device-agnostic/{first.stem}"
+    changed = git(project.repo, "show", "--name-status", "--format=", branch).split("\n")
+    assert "M\ttest/test_amp.py" in changed and "test/test_amp_default.py" not in "\n".join(changed)
+    suite = git(project.repo, "show", f"{branch}:test/test_amp.py")
+    assert "class TestAmpDefaultMock" in suite and "class TestAmp(" in suite
+    message = git(project.repo, "log", "-1", "--format=%B", branch)
+    assert "python test/test_amp.py" in message and "test_amp_default" not in message
+    body = (out / first.stem / "body.md").read_text()
+    assert "python test/test_amp.py" in body

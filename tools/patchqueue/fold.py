@@ -1,0 +1,180 @@
+"""Fold a patch's standalone test file into the upstream suite it belongs to.
+
+The series keeps each patch's test as a new file under ``test/``: that is what can be applied and
+run everywhere the series is used (an overlay of an installed torch has no ``test/`` tree, and the
+upstream test files at the base commit are not available to every user of the queue). Upstream,
+however, wants tests added to the existing suite (``test/test_dlpack.py``,
+``test/profiler/test_profiler.py``, ...), where ``run_test.py`` and the file's owners find them.
+So a patch names its suite in a trailer::
+
+    Upstream-Test: test/test_dlpack.py
+
+(or ``NEW -> SUITE`` pairs, comma separated, when it adds several files) and ``export`` folds the
+new file into that suite in the PR's commit: its imports are merged into the suite's (only the
+names the suite does not bind yet), its classes and ``instantiate_*`` calls go before the suite's
+``if __name__ == "__main__":`` block, its module docstring and ``# Owner(s)`` line are dropped
+(the suite has its own; the commit message keeps the explanation). Nothing here runs git.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from tools.patchqueue.errors import BadInput
+
+_PAIR_RE = re.compile(r"^\s*(?:(\S+)\s*->\s*)?(\S+)\s*$")
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One added test file and the upstream suite it is folded into."""
+
+    new: str
+    suite: str
+
+
+def folds(trailer: str, added_tests: list[str]) -> list[Fold]:
+    """Parse an ``Upstream-Test:`` value against the test files the patch adds.
+
+    ``SUITE`` alone names the suite of the patch's only added test file. Raises BadInput when a
+    pair names a file the patch does not add, or a bare suite is given for several files.
+    """
+    result = []
+    for part in filter(str.strip, trailer.split(",")):
+        match = _PAIR_RE.match(part)
+        if match is None:
+            raise BadInput(f"Upstream-Test: {part!r}: expected 'SUITE' or 'NEW -> SUITE'")
+        new, suite = match.groups()
+        if new is None:
+            if len(added_tests) != 1:
+                raise BadInput(
+                    f"Upstream-Test: {suite}: the patch adds {len(added_tests)} test files; "
+                    "name each as 'NEW -> SUITE'"
+                )
+            new = added_tests[0]
+        if new not in added_tests:
+            raise BadInput(f"Upstream-Test: {new} is not a test file the patch adds")
+        result.append(Fold(new, suite))
+    return result
+
+
+def _bindings(tree: ast.Module) -> set[tuple[str | None, str, str]]:
+    """(module, name, bound-as) of every top-level import of the suite."""
+    bound: set[tuple[str | None, str, str]] = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound.add((None, alias.name, alias.asname or alias.name.split(".")[0]))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                bound.add((node.module, alias.name, alias.asname or alias.name))
+    return bound
+
+
+def _names(tree: ast.Module) -> set[str]:
+    """Every name the module binds at top level (classes, functions, assignments, imports)."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names}
+    return names
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+    )
+
+
+def _segment(lines: list[str], node: ast.stmt) -> str:
+    """The source lines of ``node``, its decorators and the comments right above them."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+        first -= 1
+    return "".join(lines[first : node.end_lineno])
+
+
+def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str) -> str:
+    """The suite's source with the new test file folded in (see the module docstring).
+
+    Raises BadInput when either does not parse, the suite has no ``if __name__ == "__main__":``
+    block, or the new file defines a name the suite already binds differently.
+    """
+    try:
+        new_tree = ast.parse(new_source, new_path)
+        suite_tree = ast.parse(suite_source, suite_path)
+    except SyntaxError as exc:
+        raise BadInput(f"{exc.filename}: does not parse: {exc.msg} (line {exc.lineno})") from exc
+    mains = [n for n in suite_tree.body if _is_main_block(n)]
+    if not mains:
+        raise BadInput(f'{suite_path}: no `if __name__ == "__main__":` block to fold before')
+    new_lines = new_source.splitlines(keepends=True)
+    suite_lines = suite_source.splitlines(keepends=True)
+    bound = _bindings(suite_tree)
+    suite_names = _names(suite_tree)
+    imports: list[str] = []
+    body: list[str] = []
+    for index, node in enumerate(new_tree.body):
+        if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # the module docstring: the commit message carries the explanation
+        if _is_main_block(node):
+            continue
+        if isinstance(node, ast.Import):
+            missing = [
+                a for a in node.names
+                if (None, a.name, a.asname or a.name.split(".")[0]) not in bound
+            ]  # fmt: skip
+            imports += [
+                f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in missing
+            ]
+            continue
+        if isinstance(node, ast.ImportFrom):
+            missing = [
+                a for a in node.names
+                if (node.module, a.name, a.asname or a.name) not in bound
+            ]  # fmt: skip
+            if missing:
+                names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in missing)
+                imports.append(f"from {'.' * node.level}{node.module or ''} import {names}\n")
+            continue
+        defined = _names(ast.Module(body=[node], type_ignores=[]))
+        clash = sorted(defined & suite_names)
+        if clash:
+            raise BadInput(
+                f"{new_path}: defines {', '.join(clash)}, which {suite_path} already has; "
+                "rename it before folding"
+            )
+        body.append(_segment(new_lines, node))
+    clash = [line for line in imports if _names(ast.parse(line)) & suite_names]
+    if clash:
+        raise BadInput(
+            f"{new_path}: its import {clash[0].strip()!r} would rebind a name {suite_path} "
+            "already uses; import it under another name"
+        )
+    suite_imports = [n for n in suite_tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    import_end = max((n.end_lineno or n.lineno for n in suite_imports), default=0)
+    main_start = mains[-1].lineno - 1
+    while main_start > 0 and suite_lines[main_start - 1].lstrip().startswith("#"):
+        main_start -= 1
+    before_main = suite_lines[import_end:main_start]
+    while before_main and not before_main[-1].strip():
+        before_main.pop()
+    folded = (
+        suite_lines[:import_end]
+        + imports
+        + before_main
+        + ["\n\n"]
+        + ["\n\n\n".join(segment.rstrip("\n") for segment in body) + "\n"]
+        + ["\n\n"]
+        + suite_lines[main_start:]
+    )
+    return "".join(folded)
