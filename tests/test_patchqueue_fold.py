@@ -115,3 +115,81 @@ def test_export_folds_the_test_into_the_suite(tmp_path: Path) -> None:
     assert "python test/test_amp.py" in message and "test_amp_default" not in message
     body = (out / first.stem / "body.md").read_text()
     assert "python test/test_amp.py" in body
+
+
+# The shape of a real distributed suite (test_fsdp_sharded_grad_scaler.py): a module imported as
+# `from a import b as c` where the new test writes `import a.b as c`, a guard both files have,
+# and a parenthesised import from a long module path that the suite lacks.
+DIST_SUITE = """\
+# Owner(s): ["oncall: distributed"]
+
+import os
+import sys
+import unittest
+from os import path as osp
+
+if not osp.sep:
+    print("no separator, skipping tests", file=sys.stderr)
+    sys.exit(0)
+
+
+class TestPaths(unittest.TestCase):
+    def test_join(self):
+        self.assertEqual(osp.join("a", "b"), "a" + osp.sep + "b")
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+DIST_NEW = """\
+# Owner(s): ["oncall: distributed"]
+
+import os.path
+import os.path as osp
+import sys
+import unittest
+from concurrent.futures.process import (
+    BrokenProcessPool as BrokenPool,
+    ProcessPoolExecutor as PoolExecutor,
+)
+
+if not osp.sep:
+    print("no separator, skipping tests", file=sys.stderr)
+    sys.exit(0)
+
+
+class TestPathsMore(unittest.TestCase):
+    def test_names(self):
+        self.assertTrue(os.path.isabs(osp.sep))
+        self.assertTrue(issubclass(BrokenPool, Exception) and PoolExecutor)
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+
+
+def test_a_fold_into_a_real_suite_shape_needs_no_rename_and_stays_formatted(tmp_path: Path) -> None:
+    folded = fold_test(DIST_NEW, DIST_SUITE, "test/test_paths_more.py", "test/test_paths.py")
+    # `import os.path as osp` binds what `from os import path as osp` binds: no clash, not added;
+    # `import os.path` (binds `os`, which the suite's `import os` binds too) loads a module the
+    # suite does not import by name, so it is added.
+    assert "import os.path as osp" not in folded and "\nimport os.path\n" in folded
+    assert folded.count("if not osp.sep:") == 1
+    # The merged import is wrapped the way ruff format writes it (it is over 88 columns).
+    wrapped = "from concurrent.futures.process import (\n    BrokenProcessPool as BrokenPool,\n"
+    assert wrapped in folded
+    suite = tmp_path / "test_paths.py"
+    suite.write_text(folded)
+    ruff = Path(sys.executable).parent / "ruff"
+    config = Path(__file__).parents[1] / "tools" / "patchqueue" / "pytorch_ruff.toml"
+    fmt = subprocess.run(
+        [str(ruff), "format", "--check", "--config", str(config), str(suite)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+    run = subprocess.run(
+        [sys.executable, str(suite), "-v"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0 and "Ran 2 tests" in run.stderr, run.stderr

@@ -13,7 +13,9 @@ So a patch names its suite in a trailer::
 new file into that suite in the PR's commit: its imports are merged into the suite's (only the
 names the suite does not bind yet), its classes and ``instantiate_*`` calls go before the suite's
 ``if __name__ == "__main__":`` block, its module docstring and ``# Owner(s)`` line are dropped
-(the suite has its own; the commit message keeps the explanation). Nothing here runs git.
+(the suite has its own; the commit message keeps the explanation), and so is a top-level
+statement the suite already has word for word (a guard such as ``if not dist.is_available():``).
+Nothing here runs git.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 
 from tools.patchqueue.errors import BadInput
 
+# PyTorch's ruff line-length: an import line fold writes must not need reformatting.
+_LINE_LENGTH = 88
 _PAIR_RE = re.compile(r"^\s*(?:(\S+)\s*->\s*)?(\S+)\s*$")
 
 
@@ -60,17 +64,32 @@ def folds(trailer: str, added_tests: list[str]) -> list[Fold]:
     return result
 
 
-def _bindings(tree: ast.Module) -> set[tuple[str | None, str, str]]:
-    """(module, name, bound-as) of every top-level import of the suite."""
-    bound: set[tuple[str | None, str, str]] = set()
+def _bound(node: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
+    """(bound-as, dotted object) of each name an import binds.
+
+    ``import a.b`` binds ``a`` to the package ``a``; ``import a.b as c`` and
+    ``from a import b as c`` both bind ``c`` to ``a.b``.
+    """
+    if isinstance(node, ast.Import):
+        return [
+            (a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
+            for a in node.names
+        ]
+    module = "." * node.level + (node.module or "")
+    return [(a.asname or a.name, f"{module}.{a.name}") for a in node.names]
+
+
+def _bindings(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
+    """What each top-level import of the suite binds (name -> dotted object), and the
+    modules its plain ``import`` statements load."""
+    bound: dict[str, str] = {}
+    loaded: set[str] = set()
     for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update(_bound(node))
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                bound.add((None, alias.name, alias.asname or alias.name.split(".")[0]))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            for alias in node.names:
-                bound.add((node.module, alias.name, alias.asname or alias.name))
-    return bound
+            loaded |= {a.name for a in node.names}
+    return bound, loaded
 
 
 def _names(tree: ast.Module) -> set[str]:
@@ -84,6 +103,16 @@ def _names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names |= {a.asname or a.name.split(".")[0] for a in node.names}
     return names
+
+
+def _from_import(module: str, aliases: list[ast.alias]) -> str:
+    """``from MODULE import ...`` as ruff format writes it: on one line when it fits in
+    PyTorch's line length, else one name a line in parentheses."""
+    names = [a.name + (f" as {a.asname}" if a.asname else "") for a in aliases]
+    line = f"from {module} import {', '.join(names)}\n"
+    if len(line) - 1 <= _LINE_LENGTH:
+        return line
+    return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
 
 
 def _is_main_block(node: ast.stmt) -> bool:
@@ -119,8 +148,9 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
         raise BadInput(f'{suite_path}: no `if __name__ == "__main__":` block to fold before')
     new_lines = new_source.splitlines(keepends=True)
     suite_lines = suite_source.splitlines(keepends=True)
-    bound = _bindings(suite_tree)
+    bound, loaded = _bindings(suite_tree)
     suite_names = _names(suite_tree)
+    present = {ast.dump(n) for n in suite_tree.body}
     imports: list[str] = []
     body: list[str] = []
     for index, node in enumerate(new_tree.body):
@@ -129,9 +159,11 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
         if _is_main_block(node):
             continue
         if isinstance(node, ast.Import):
+            # ``import a.b`` is there when the suite loads ``a.b`` itself; an aliased one
+            # when the suite binds its name to the same module, in either import form.
             missing = [
-                a for a in node.names
-                if (None, a.name, a.asname or a.name.split(".")[0]) not in bound
+                a for a, (name, target) in zip(node.names, _bound(node), strict=True)
+                if (a.name not in loaded if a.asname is None else bound.get(name) != target)
             ]  # fmt: skip
             imports += [
                 f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in missing
@@ -139,13 +171,15 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
             continue
         if isinstance(node, ast.ImportFrom):
             missing = [
-                a for a in node.names
-                if (node.module, a.name, a.asname or a.name) not in bound
+                a for a, (name, target) in zip(node.names, _bound(node), strict=True)
+                if bound.get(name) != target
             ]  # fmt: skip
             if missing:
-                names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in missing)
-                imports.append(f"from {'.' * node.level}{node.module or ''} import {names}\n")
+                imports.append(_from_import("." * node.level + (node.module or ""), missing))
             continue
+        if ast.dump(node) in present:
+            continue  # a statement the suite has already (e.g. its distributed-available guard)
+        present.add(ast.dump(node))
         defined = _names(ast.Module(body=[node], type_ignores=[]))
         clash = sorted(defined & suite_names)
         if clash:
@@ -154,7 +188,12 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
                 "rename it before folding"
             )
         body.append(_segment(new_lines, node))
-    clash = [line for line in imports if _names(ast.parse(line)) & suite_names]
+    clash = [
+        line for line in imports
+        for node in ast.parse(line).body if isinstance(node, ast.Import | ast.ImportFrom)
+        for name, target in _bound(node)
+        if name in suite_names and bound.get(name) != target
+    ]  # fmt: skip
     if clash:
         raise BadInput(
             f"{new_path}: its import {clash[0].strip()!r} would rebind a name {suite_path} "
