@@ -8,13 +8,30 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from patchqueue_fixtures import REAL_TORCH, Project, git, git_state, make_project, tree_hash
+from patchqueue_fixtures import (
+    REAL_TORCH,
+    UPSTREAM_SUITE,
+    Project,
+    git,
+    git_state,
+    make_project,
+    tree_hash,
+)
 
 from tools.patchqueue.cli import main
-from tools.patchqueue.export import body_markdown, is_backport, labels, parse_message, topic
+from tools.patchqueue.export import (
+    body_markdown,
+    is_backport,
+    labels,
+    parse_message,
+    suite_folds,
+    topic,
+)
+from tools.patchqueue.lint import RUFF_CONFIG
 from tools.patchqueue.series import load_series, parse_patch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -319,13 +336,20 @@ def test_body_takes_the_evidence_from_a_verify_json(tmp_path) -> None:
 
 def test_the_real_series_exports_independently(tmp_path) -> None:
     """The forward queue, each patch alone (or on what it Depends-On) on a repository of the
-    installed torch's files the series touches."""
+    installed torch's files the series touches, each test folded into a stand-in of the suite
+    its Upstream-Test names (the suites at the base are not on this machine): the branch
+    changes the suite, adds no test file, and the folded suite passes PyTorch's ruff settings."""
     repo = tmp_path / "pytorch"
     series = load_series(PATCHES)
     for rel in sorted({f.path for p in series.patches for f in p.files if f.status != "added"}):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REAL_TORCH.parent / rel, repo / rel)
     (repo / "torch" / "__init__.py").touch()
+    suites = {fold.suite for p in series.patches for fold in suite_folds(p)}
+    assert len(suites) >= 15
+    for suite in suites:
+        (repo / suite).parent.mkdir(parents=True, exist_ok=True)
+        (repo / suite).write_text(UPSTREAM_SUITE)
     git(tmp_path, "init", "-q", "-b", "main", str(repo))
     git(repo, "config", "user.name", "Test")
     git(repo, "config", "user.email", "test.author@users.noreply.github.com")
@@ -343,3 +367,21 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
     assert 0 < len(forward) < len(series.patches)  # 0016 is upstream: a backport only
     assert sorted(p.name for p in out.iterdir()) == sorted(topic(p) for p in forward)
     assert git(repo, "status", "--porcelain") == ""
+    folded = tmp_path / "folded"
+    for patch in forward:
+        branch = f"device-agnostic/{topic(patch)}"
+        changed = git(repo, "show", "--name-status", "--format=", branch).split()
+        (fold,) = suite_folds(patch)
+        assert fold.suite in changed and fold.new not in changed, (patch.name, changed)
+        target = folded / topic(patch) / fold.suite
+        target.parent.mkdir(parents=True)
+        target.write_text(git(repo, "show", f"{branch}:{fold.suite}"))
+    ruff = [str(Path(sys.executable).with_name("ruff")), "--config", str(RUFF_CONFIG)]
+    for command in (["format", "--check"], ["check"]):
+        run = subprocess.run(
+            [ruff[0], *command, ruff[1], ruff[2], "--no-cache", "."],
+            cwd=folded,
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr

@@ -193,3 +193,13 @@ def test_a_fold_into_a_real_suite_shape_needs_no_rename_and_stays_formatted(tmp_
         [sys.executable, str(suite), "-v"], capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0 and "Ran 2 tests" in run.stderr, run.stderr
+
+
+def test_imports_only_the_dropped_main_block_used_are_not_added() -> None:
+    new = NEW_TEST.replace(
+        "import torch\n",
+        "import torch\nfrom torch.testing._internal.common_utils import run_tests\n",
+    ).replace("    unittest.main()\n", "    run_tests()\n")
+    folded = fold_test(new, UPSTREAM_SUITE, "test/test_amp_default.py", "test/test_amp.py")
+    assert "run_tests" not in folded  # it would be an unused import (F401) in the suite
+    assert "from unittest import mock\n" in folded  # the folded class uses this one

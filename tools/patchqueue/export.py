@@ -329,7 +329,7 @@ def body_markdown(
         "none",
     )
     plan = message.test_plan or "(the patch body has no test plan)"
-    for fold in test_folds(patch):  # upstream, the test is part of the suite it names
+    for fold in suite_folds(patch):  # upstream, the test is part of the suite it names
         summary, details, plan = (
             text.replace(fold.new, fold.suite) for text in (summary, details, plan)
         )
@@ -553,7 +553,7 @@ def export(
     return lines
 
 
-def test_folds(patch: Patch) -> list[Fold]:
+def suite_folds(patch: Patch) -> list[Fold]:
     """The patch's added test files and the upstream suites they go into (Upstream-Test:)."""
     trailer = parse_message(patch).trailers.get("Upstream-Test", "")
     added = [f.path for f in patch.files if f.status == "added" and f.path.startswith("test/")]
@@ -562,7 +562,7 @@ def test_folds(patch: Patch) -> list[Fold]:
 
 def _fold_tests(worktree: Path, patch: Patch, identity: list[str]) -> None:
     """Amend the patch's commit so that its new test files are hunks of the upstream suites."""
-    plan = test_folds(patch)
+    plan = suite_folds(patch)
     if not plan:
         return
     message = _git(worktree, "log", "-1", "--format=%B").stdout

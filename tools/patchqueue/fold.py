@@ -151,7 +151,8 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
     bound, loaded = _bindings(suite_tree)
     suite_names = _names(suite_tree)
     present = {ast.dump(n) for n in suite_tree.body}
-    imports: list[str] = []
+    pending: list[tuple[ast.Import | ast.ImportFrom, list[ast.alias]]] = []
+    kept: list[ast.stmt] = []
     body: list[str] = []
     for index, node in enumerate(new_tree.body):
         if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
@@ -165,17 +166,14 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
                 a for a, (name, target) in zip(node.names, _bound(node), strict=True)
                 if (a.name not in loaded if a.asname is None else bound.get(name) != target)
             ]  # fmt: skip
-            imports += [
-                f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in missing
-            ]
+            pending.append((node, missing))
             continue
         if isinstance(node, ast.ImportFrom):
             missing = [
                 a for a, (name, target) in zip(node.names, _bound(node), strict=True)
                 if bound.get(name) != target
             ]  # fmt: skip
-            if missing:
-                imports.append(_from_import("." * node.level + (node.module or ""), missing))
+            pending.append((node, missing))
             continue
         if ast.dump(node) in present:
             continue  # a statement the suite has already (e.g. its distributed-available guard)
@@ -188,6 +186,23 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
                 "rename it before folding"
             )
         body.append(_segment(new_lines, node))
+        kept.append(node)
+    # Only what the folded code uses: an import the new file needed for its own __main__ block
+    # (run_tests) or for its docstring's sake would be unused in the suite (F401).
+    used = {
+        n.id for n in ast.walk(ast.Module(body=kept, type_ignores=[])) if isinstance(n, ast.Name)
+    }
+    imports: list[str] = []
+    for node, missing in pending:
+        wanted = [a for a in missing if (a.asname or a.name.split(".")[0]) in used]
+        if not wanted:
+            continue
+        if isinstance(node, ast.Import):
+            imports += [
+                f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in wanted
+            ]
+        else:
+            imports.append(_from_import("." * node.level + (node.module or ""), wanted))
     clash = [
         line for line in imports
         for node in ast.parse(line).body if isinstance(node, ast.Import | ast.ImportFrom)
