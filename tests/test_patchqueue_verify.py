@@ -39,9 +39,7 @@ def touched_hashes(series_dir: Path) -> dict[str, str | None]:
 
 @pytest.mark.patch_verify
 @pytest.mark.timeout(1200)
-def test_every_patch_is_proven_and_the_installed_torch_is_unchanged(
-    tmp_path: Path, capsys
-) -> None:
+def test_every_patch_is_proven_and_the_installed_torch_is_unchanged(tmp_path: Path, capsys) -> None:
     before = touched_hashes(DEFAULT_SERIES)
     assert before and all(before.values())
     report_file = tmp_path / "verify.json"
