@@ -203,3 +203,23 @@ def test_imports_only_the_dropped_main_block_used_are_not_added() -> None:
     folded = fold_test(new, UPSTREAM_SUITE, "test/test_amp_default.py", "test/test_amp.py")
     assert "run_tests" not in folded  # it would be an unused import (F401) in the suite
     assert "from unittest import mock\n" in folded  # the folded class uses this one
+
+
+def test_the_real_tests_that_share_a_suite_fold_into_it_together() -> None:
+    """0009/0010/0011 (test_data_parallel.py), 0001/0004/0005 (test_torch.py), ...: stacked in one
+    suite, as upstream will have them once all land, no name of one clashes with another."""
+    from tools.patchqueue.export import suite_folds
+    from tools.patchqueue.series import load_series
+
+    series = load_series(Path(__file__).resolve().parents[1] / "patches")
+    suites: dict[str, str] = {}
+    shared = 0
+    for patch in series.patches:
+        for fold in suite_folds(patch):
+            (added,) = [f for f in patch.files if f.path == fold.new]
+            source = "".join(added.hunks[0].new)  # a new file: one hunk, all of it
+            shared += fold.suite in suites
+            suites[fold.suite] = fold_test(
+                source, suites.get(fold.suite, UPSTREAM_SUITE), fold.new, fold.suite
+            )
+    assert shared >= 5
