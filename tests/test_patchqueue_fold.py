@@ -223,3 +223,50 @@ def test_the_real_tests_that_share_a_suite_fold_into_it_together() -> None:
                 source, suites.get(fold.suite, UPSTREAM_SUITE), fold.new, fold.suite
             )
     assert shared >= 5
+
+
+SUITE_WITH_IMPORT_BLOCK = """\
+# Owner(s): ["module: tests"]
+
+import unittest
+
+from torch.testing._internal.common_utils import (
+    IS_JETSON,
+    run_tests,
+    TestCase,
+)
+from torch.utils.dlpack import from_dlpack  # the protocol under test
+
+
+class TestSuite(TestCase):
+    def test_jetson(self):
+        self.assertIsInstance(IS_JETSON, bool)
+
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+NEW_WITH_IMPORTS = """\
+from torch.testing._internal.common_utils import parametrize, TestCase
+from torch.utils.dlpack import to_dlpack
+
+
+class TestNew(TestCase):
+    @parametrize("x", [1])
+    def test_new(self, x):
+        self.assertTrue(to_dlpack)
+"""
+
+
+def test_new_names_join_the_suites_own_import_in_usorts_order() -> None:
+    folded = fold_test(NEW_WITH_IMPORTS, SUITE_WITH_IMPORT_BLOCK, "test/a.py", "test/b.py")
+    # Into the existing block, case-insensitively sorted as usort keeps PyTorch's imports.
+    assert (
+        "from torch.testing._internal.common_utils import (\n"
+        "    IS_JETSON,\n    parametrize,\n    run_tests,\n    TestCase,\n)\n"
+    ) in folded
+    # A statement holding a comment is not rewritten (the comment would be lost): a new line.
+    assert "from torch.utils.dlpack import from_dlpack  # the protocol under test\n" in folded
+    assert "from torch.utils.dlpack import to_dlpack\n" in folded
+    assert folded.count("import (") == 1

@@ -105,14 +105,42 @@ def _names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _from_import(module: str, aliases: list[ast.alias]) -> str:
+def _from_import(module: str, aliases: list[ast.alias], exploded: bool = False) -> str:
     """``from MODULE import ...`` as ruff format writes it: on one line when it fits in
-    PyTorch's line length, else one name a line in parentheses."""
+    PyTorch's line length (and was not ``exploded`` with a magic trailing comma), else one name
+    a line in parentheses."""
     names = [a.name + (f" as {a.asname}" if a.asname else "") for a in aliases]
     line = f"from {module} import {', '.join(names)}\n"
-    if len(line) - 1 <= _LINE_LENGTH:
+    if len(line) - 1 <= _LINE_LENGTH and not exploded:
         return line
     return f"from {module} import (\n" + "".join(f"    {n},\n" for n in names) + ")\n"
+
+
+def _usort_key(alias: ast.alias) -> str:
+    # usort (PyTorch's import sorter) orders the names of one import case-insensitively.
+    return alias.name.casefold()
+
+
+def _own_from_import(
+    suite_tree: ast.Module, suite_lines: list[str], module: str
+) -> ast.ImportFrom | None:
+    """The suite's ``from MODULE import ...`` that new names of MODULE join, or None when it
+    has none or it holds a comment (rewriting it would drop the comment)."""
+    for node in suite_tree.body:
+        if isinstance(node, ast.ImportFrom) and "." * node.level + (node.module or "") == module:
+            text = "".join(suite_lines[node.lineno - 1 : node.end_lineno])
+            return None if "#" in text else node
+    return None
+
+
+def _merged(node: ast.ImportFrom, wanted: list[ast.alias]) -> str:
+    """``node`` rewritten with ``wanted`` added: in usort's order when its names are in it (as
+    PyTorch's are), else at the end; exploded over lines when it was."""
+    names = list(node.names)
+    in_order = names == sorted(names, key=_usort_key)
+    names = sorted(names + wanted, key=_usort_key) if in_order else names + wanted
+    module = "." * node.level + (node.module or "")
+    return _from_import(module, names, exploded=node.end_lineno != node.lineno)
 
 
 def _is_main_block(node: ast.stmt) -> bool:
@@ -193,6 +221,7 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
         n.id for n in ast.walk(ast.Module(body=kept, type_ignores=[])) if isinstance(n, ast.Name)
     }
     imports: list[str] = []
+    merged: dict[int, tuple[ast.ImportFrom, list[ast.alias]]] = {}  # suite line -> its names
     for node, missing in pending:
         wanted = [a for a in missing if (a.asname or a.name.split(".")[0]) in used]
         if not wanted:
@@ -201,8 +230,13 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
             imports += [
                 f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in wanted
             ]
-        else:
-            imports.append(_from_import("." * node.level + (node.module or ""), wanted))
+            continue
+        module = "." * node.level + (node.module or "")
+        own = _own_from_import(suite_tree, suite_lines, module)
+        if own is None:
+            imports.append(_from_import(module, wanted))
+        else:  # added to the suite's own import of that module, as a person would
+            merged.setdefault(own.lineno, (own, []))[1].extend(wanted)
     clash = [
         line for line in imports
         for node in ast.parse(line).body if isinstance(node, ast.Import | ast.ImportFrom)
@@ -219,11 +253,14 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
     main_start = mains[-1].lineno - 1
     while main_start > 0 and suite_lines[main_start - 1].lstrip().startswith("#"):
         main_start -= 1
+    head = list(suite_lines[:import_end])
+    for _, (node, wanted) in sorted(merged.items(), reverse=True):  # bottom up: lines stay put
+        head[node.lineno - 1 : node.end_lineno] = [_merged(node, wanted)]
     before_main = suite_lines[import_end:main_start]
     while before_main and not before_main[-1].strip():
         before_main.pop()
     folded = (
-        suite_lines[:import_end]
+        head
         + imports
         + before_main
         + ["\n\n"]
