@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from tools.patchqueue.targets import InstalledTorch
+
 REAL_TORCH = Path(torch.__file__).parent
 # Real files of the installed torch, so that real hunks are proven to apply.
 REAL_FILES = ["amp/grad_scaler.py", "utils/checkpoint.py"]
@@ -134,17 +136,57 @@ def make_project(tmp: Path) -> Project:
     _write(repo, "torch/_device_agnostic/__init__.py", "HELPER = 1\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "[amp] Add a helper")
-    series = tmp / "patches"
-    git(
-        repo, "format-patch", "-q", "-k", "--zero-commit", "--no-signature", "-o", str(series), base
-    )
-    names = sorted(p.name for p in series.glob("*.patch"))
-    (series / "series").write_text(
-        f"# device-agnostic patch series\n# base: torch 2.13.0 {base}\n" + "\n".join(names) + "\n"
+    series = format_series(
+        repo, base, tmp / "patches", f"# device-agnostic patch series\n# base: torch 2.13.0 {base}"
     )
     git(repo, "checkout", "-q", "main")
     git(repo, "branch", "-q", "-D", "work")
     return Project(repo, series, base)
+
+
+def series_against_installed_torch(
+    tmp: Path, base_files: list[str], commits: list[tuple[str, dict, dict]]
+) -> Path:
+    """A series made with real ``git format-patch`` against copies of the installed torch's
+    ``base_files`` (repository paths such as ``torch/amp/grad_scaler.py``), based on its version
+    and commit: one patch per ``(subject, edits, added)``, where ``edits`` maps a path to
+    ``(old, new)`` text replaced once and ``added`` a new file's path to its text."""
+    version, commit = InstalledTorch(REAL_TORCH).version()
+    repo = tmp / "pytorch"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for key, value in (("user.name", "Test"), ("user.email", "test@example.com")):
+        git(repo, "config", key, value)
+    for path in base_files:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REAL_TORCH.parent / path, repo / path)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    for subject, edits, added in commits:
+        for path, (old, new) in edits.items():
+            text = (repo / path).read_text()
+            assert old in text, (path, old)
+            (repo / path).write_text(text.replace(old, new, 1))
+        for path, text in added.items():
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(text)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", subject)
+    return format_series(
+        repo, base, tmp / "patches", f"# base: torch {version.split('+')[0]} {commit}"
+    )
+
+
+def format_series(repo: Path, base: str, series: Path, head: str) -> Path:
+    """The commits of ``repo`` after ``base`` as a series folder: real ``git format-patch -k
+    --zero-commit --no-signature`` files and a series file starting with ``head``."""
+    git(
+        repo, "format-patch", "-q", "-k", "--zero-commit", "--no-signature", "-o", str(series), base
+    )
+    names = sorted(p.name for p in series.glob("*.patch"))
+    (series / "series").write_text(head + "\n" + "\n".join(names) + "\n")
+    return series
 
 
 def make_installed(tmp: Path, project: Project, version: str = "2.13.0+cpu") -> Path:

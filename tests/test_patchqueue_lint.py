@@ -4,10 +4,9 @@ does not, and the real series is clean."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-from patchqueue_fixtures import REAL_TORCH, git
+from patchqueue_fixtures import REAL_TORCH, series_against_installed_torch
 
 from tools.patchqueue.cli import main
 from tools.patchqueue.lint import lint_series
@@ -33,37 +32,8 @@ if __name__ == "__main__":
 
 def make_series(tmp: Path, edits: dict[str, tuple[str, str]], added: dict[str, str]) -> Path:
     """One patch against the installed torch's files: ``edits`` maps a torch path to (old, new)
-    text, ``added`` a test path to its content. Made with real git format-patch."""
-    version, commit = InstalledTorch(REAL_TORCH).version()
-    repo = tmp / "pytorch"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for key, value in (("user.name", "Test"), ("user.email", "test@example.com")):
-        git(repo, "config", key, value)
-    for path in edits:
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REAL_TORCH.parent / path, repo / path)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "--allow-empty", "-m", "base")
-    base = git(repo, "rev-parse", "HEAD").strip()
-    for path, (old, new) in edits.items():
-        text = (repo / path).read_text()
-        assert old in text, (path, old)
-        (repo / path).write_text(text.replace(old, new, 1))
-    for path, text in added.items():
-        (repo / path).parent.mkdir(parents=True, exist_ok=True)
-        (repo / path).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "[amp] A change")
-    series = tmp / "patches"
-    git(
-        repo, "format-patch", "-q", "-k", "--zero-commit", "--no-signature", "-o", str(series), base
-    )
-    names = sorted(p.name for p in series.glob("*.patch"))
-    (series / "series").write_text(
-        f"# base: torch {version.split('+')[0]} {commit}\n" + "\n".join(names) + "\n"
-    )
-    return series
+    text, ``added`` a test path to its content."""
+    return series_against_installed_torch(tmp, list(edits), [("[amp] A change", edits, added)])
 
 
 def lint_of(series: Path) -> dict[str, object]:

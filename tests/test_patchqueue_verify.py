@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from patchqueue_fixtures import REAL_TORCH, git, tree_hash
+from patchqueue_fixtures import REAL_TORCH, series_against_installed_torch, tree_hash
 
 from tools.patchqueue.cli import DEFAULT_SERIES, main
 from tools.patchqueue.errors import BadInput
@@ -85,37 +84,23 @@ if __name__ == "__main__":
 def make_synthetic_series(tmp: Path) -> Path:
     """Two real patches against the installed torch's grad_scaler.py: 0001 adds a test that passes
     on stock torch too, 0002 adds no test. Based on the installed torch's version and commit."""
-    version, commit = InstalledTorch(REAL_TORCH).version()
-    repo = tmp / "pytorch"
-    (repo / "torch" / "amp").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.name", "Test")
-    git(repo, "config", "user.email", "test@example.com")
-    git(repo, "config", "commit.gpgsign", "false")
-    scaler = repo / "torch" / "amp" / "grad_scaler.py"
-    shutil.copyfile(REAL_TORCH / "amp" / "grad_scaler.py", scaler)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "base")
-    base = git(repo, "rev-parse", "HEAD").strip()
-    text = scaler.read_text()
-    assert "class GradScaler:\n" in text
-    scaler.write_text(text.replace("class GradScaler:\n", "class GradScaler:  # p1\n", 1))
-    (repo / "test").mkdir()
-    (repo / "test" / "test_always_passes.py").write_text(PASSING_TEST)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "[amp] A change whose test proves nothing")
-    text = scaler.read_text()
-    scaler.write_text(text.replace("class GradScaler:  # p1\n", "class GradScaler:  # p2\n", 1))
-    git(repo, "commit", "-q", "-am", "[amp] A change without a test")
-    series = tmp / "patches"
-    git(
-        repo, "format-patch", "-q", "-k", "--zero-commit", "--no-signature", "-o", str(series), base
+    scaler = "torch/amp/grad_scaler.py"
+    return series_against_installed_torch(
+        tmp,
+        [scaler],
+        [
+            (
+                "[amp] A change whose test proves nothing",
+                {scaler: ("class GradScaler:\n", "class GradScaler:  # p1\n")},
+                {"test/test_always_passes.py": PASSING_TEST},
+            ),
+            (
+                "[amp] A change without a test",
+                {scaler: ("class GradScaler:  # p1\n", "class GradScaler:  # p2\n")},
+                {},
+            ),
+        ],
     )
-    names = sorted(p.name for p in series.glob("*.patch"))
-    (series / "series").write_text(
-        f"# base: torch {version.split('+')[0]} {commit}\n" + "\n".join(names) + "\n"
-    )
-    return series
 
 
 @pytest.mark.patch_verify
