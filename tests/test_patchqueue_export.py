@@ -221,7 +221,7 @@ def test_backports_and_forwarded_patches_leave_the_forward_queue(project, tmp_pa
     assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 0
     printed = capsys.readouterr().out
     assert f"{first.name}: not exported: upstream already has it" in printed
-    assert f"{second.name}: not exported: open upstream PR #456" in printed
+    assert f"{second.name}: not exported: open upstream PR #456 carries this change" in printed
     exported = sorted(p.name for p in out.iterdir())
     assert exported == names(project)[2:]
     branches = git(project.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads")
@@ -287,6 +287,10 @@ def test_body_follows_the_pr_template_for_a_real_patch() -> None:
         summary = message.paragraphs[0].split("\n")[0]
         assert f"## Summary\n\n{summary}" in body
         assert "## Upstream state\n\n- Issue: " in body and "## Behaviour changes" in body
+        changes = body.split("## Behaviour changes\n\n", 1)[1].split("\n\n## ", 1)[0]
+        assert "states no behaviour change" not in changes, patch.name  # every body says it
+        for paragraph in changes.split("\n\n"):
+            assert body.count(paragraph) == 1, (patch.name, paragraph)  # not in Details too
         assert "## Test plan" in body and "BC-breaking: " in body
         assert "\nBug: " not in body.split("## Related")[0]  # trailers not in the summary
     first = parse_patch(PATCHES / "0001-amp-gradscaler-default-device.patch")

@@ -124,8 +124,8 @@ def is_backport(message: Message) -> str | None:
     match = _PR_RE.search(forwarded)
     if match:
         return (
-            f"open upstream PR #{match.group(1)} carries the same change; kept as a backport "
-            "until it lands (review or help that PR instead)"
+            f"open upstream PR #{match.group(1)} carries this change; kept as a backport until "
+            "it lands (review or help that PR, where the body's differences are argued)"
         )
     return None
 
@@ -257,7 +257,7 @@ def _upstream_state(message: Message) -> str:
     applied = message.trailers.get("Applied-Upstream", "no")
     lines = [
         f"- Issue: {bug if bug.lower() != 'none' else 'no upstream issue found'}",
-        f"- Open PR with the same change: "
+        f"- Open upstream PR carrying it: "
         f"{forwarded if forwarded.lower() != 'no' else 'none found'}",
         f"- Already upstream: {applied if applied.lower() != 'no' else 'no'}",
     ]
@@ -267,13 +267,17 @@ def _upstream_state(message: Message) -> str:
     return "\n".join(lines)
 
 
+def _says_behaviour(paragraph: str) -> bool:
+    """Whether a body paragraph says what behaviour changes (or stays) for whom."""
+    return (
+        re.search(r"behaviou?r|BC-breaking|unchanged|what changes", paragraph, re.IGNORECASE)
+        is not None
+    )
+
+
 def _behaviour_changes(message: Message) -> str:
     """The body's paragraphs that say what behaviour changes (or stays) for whom."""
-    said = [
-        p
-        for p in message.paragraphs
-        if re.search(r"behaviou?r|BC-breaking|unchanged", p, re.IGNORECASE)
-    ]
+    said = [p for p in message.paragraphs[1:] if _says_behaviour(p)]
     return "\n\n".join(said) or (
         "(the patch body states no behaviour change: say what changes on CPU, CUDA, MPS, XPU "
         "and other accelerators before opening the PR)"
@@ -318,7 +322,8 @@ def body_markdown(
     """body.md in the shape of PyTorch's pull-request template."""
     message = parse_message(patch)
     summary = message.paragraphs[0] if message.paragraphs else message.subject
-    details = "\n\n".join(message.paragraphs[1:])
+    # What the body says of behaviour has its own section; the rest is the details.
+    details = "\n\n".join(p for p in message.paragraphs[1:] if not _says_behaviour(p))
     bc = next(
         (
             line.split(":", 1)[1].strip()
