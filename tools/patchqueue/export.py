@@ -321,9 +321,17 @@ def body_markdown(
 ) -> str:
     """body.md in the shape of PyTorch's pull-request template."""
     message = parse_message(patch)
-    summary = message.paragraphs[0] if message.paragraphs else message.subject
+    paragraphs = message.paragraphs
+    # The summary is the first paragraph, with the example it introduces ("... fails:" and the
+    # indented error message below it) so that it is not cut in two.
+    cut = 1 if paragraphs else 0
+    while cut < len(paragraphs) and (
+        paragraphs[cut - 1].rstrip().endswith(":") or paragraphs[cut].startswith("    ")
+    ):
+        cut += 1
+    summary = "\n\n".join(paragraphs[:cut]) or message.subject
     # What the body says of behaviour has its own section; the rest is the details.
-    details = "\n\n".join(p for p in message.paragraphs[1:] if not _says_behaviour(p))
+    details = "\n\n".join(p for p in paragraphs[cut:] if not _says_behaviour(p))
     bc = next(
         (
             line.split(":", 1)[1].strip()
