@@ -270,3 +270,49 @@ def test_new_names_join_the_suites_own_import_in_usorts_order() -> None:
     assert "from torch.utils.dlpack import from_dlpack  # the protocol under test\n" in folded
     assert "from torch.utils.dlpack import to_dlpack\n" in folded
     assert folded.count("import (") == 1
+
+
+SUITE_WITH_A_MODULE_LEVEL_NAME = """\
+import functools
+
+import torch
+from torch.profiler import record_function
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+
+profile = functools.partial(torch.profiler.profile, record_shapes=True)
+
+
+class TestSuite(TestCase):
+    def test_profile(self):
+        with profile(), record_function("x"):
+            pass
+
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+NEW_IMPORTING_THAT_NAME = """\
+import torch
+from torch.profiler import profile
+from torch.testing._internal.common_utils import TestCase
+
+
+class TestNew(TestCase):
+    def test_new(self):
+        with profile():
+            torch.ones(1)
+"""
+
+
+def test_a_name_joining_the_suites_own_import_may_not_rebind_a_suite_name() -> None:
+    # ``profile`` would join the suite's ``from torch.profiler import record_function``, above
+    # the suite's own ``profile = ...``: F811, and the new code would get the suite's profile.
+    with pytest.raises(BadInput, match=r"'from torch.profiler import profile' would rebind"):
+        fold_test(NEW_IMPORTING_THAT_NAME, SUITE_WITH_A_MODULE_LEVEL_NAME, "test/a.py", "test/b.py")
+    renamed = NEW_IMPORTING_THAT_NAME.replace(
+        "from torch.profiler import profile", "from torch.profiler import profile as _profile"
+    ).replace("with profile():", "with _profile():")
+    folded = fold_test(renamed, SUITE_WITH_A_MODULE_LEVEL_NAME, "test/a.py", "test/b.py")
+    assert "from torch.profiler import profile as _profile, record_function\n" in folded

@@ -222,30 +222,34 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
     }
     imports: list[str] = []
     merged: dict[int, tuple[ast.ImportFrom, list[ast.alias]]] = {}  # suite line -> its names
+    rebinding: list[str] = []  # an added import of a name the suite binds otherwise
     for node, missing in pending:
         wanted = [a for a in missing if (a.asname or a.name.split(".")[0]) in used]
         if not wanted:
             continue
+        # Checked here, before a name joins the suite's own ``from X import``: that line binds
+        # it above the suite's own definition (``profile = functools.partial(...)``), which
+        # would rebind it for the folded code as well (F811).
+        module = "." * node.level + (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+        rebinding += [
+            _from_import(module, [a]).strip() if module else
+            f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            for a, (name, target) in zip(node.names, _bound(node), strict=True)
+            if a in wanted and name in suite_names and bound.get(name) != target
+        ]  # fmt: skip
         if isinstance(node, ast.Import):
             imports += [
                 f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in wanted
             ]
             continue
-        module = "." * node.level + (node.module or "")
         own = _own_from_import(suite_tree, suite_lines, module)
         if own is None:
             imports.append(_from_import(module, wanted))
         else:  # added to the suite's own import of that module, as a person would
             merged.setdefault(own.lineno, (own, []))[1].extend(wanted)
-    clash = [
-        line for line in imports
-        for node in ast.parse(line).body if isinstance(node, ast.Import | ast.ImportFrom)
-        for name, target in _bound(node)
-        if name in suite_names and bound.get(name) != target
-    ]  # fmt: skip
-    if clash:
+    if rebinding:
         raise BadInput(
-            f"{new_path}: its import {clash[0].strip()!r} would rebind a name {suite_path} "
+            f"{new_path}: its import {rebinding[0]!r} would rebind a name {suite_path} "
             "already uses; import it under another name"
         )
     suite_imports = [n for n in suite_tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
