@@ -316,3 +316,59 @@ def test_a_name_joining_the_suites_own_import_may_not_rebind_a_suite_name() -> N
     ).replace("with profile():", "with _profile():")
     folded = fold_test(renamed, SUITE_WITH_A_MODULE_LEVEL_NAME, "test/a.py", "test/b.py")
     assert "from torch.profiler import profile as _profile, record_function\n" in folded
+
+
+SUITE_WITH_A_LATE_IMPORT = """\
+import unittest
+
+import torch
+from torch.testing._internal.common_utils import (  # type: ignore[attr-defined]
+    IS_WINDOWS,
+)
+
+
+TEST_GPU = torch.cuda.is_available()
+
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+
+class TestFirst(TestCase):
+    @unittest.skipIf(IS_WINDOWS or TEST_GPU, "no")
+    def test_first(self):
+        pass
+
+
+from torch.utils.collect_env import get_pretty_env_info
+
+
+class TestLast(TestCase):
+    def test_last(self):
+        self.assertTrue(get_pretty_env_info)
+
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+NEW_WITH_A_STDLIB_IMPORT = """\
+import contextlib
+
+from torch.testing._internal.common_utils import parametrize, TestCase
+
+
+class TestNew(TestCase):
+    @parametrize("x", [1])
+    def test_new(self, x):
+        with contextlib.nullcontext():
+            pass
+"""
+
+
+def test_new_imports_go_to_the_suites_header_and_its_comment_free_import() -> None:
+    folded = fold_test(NEW_WITH_A_STDLIB_IMPORT, SUITE_WITH_A_LATE_IMPORT, "test/a.py", "test/b.py")
+    # Not the first import of the module (it holds a comment): the next one, comment-free.
+    own = "from torch.testing._internal.common_utils import parametrize, run_tests, TestCase\n"
+    assert own in folded
+    # Above the first class, not after the import the suite makes between two classes.
+    assert folded.index("import contextlib\n") < folded.index("class TestFirst")
+    assert folded.index("class TestNew") > folded.index("class TestLast")

@@ -124,13 +124,29 @@ def _usort_key(alias: ast.alias) -> str:
 def _own_from_import(
     suite_tree: ast.Module, suite_lines: list[str], module: str
 ) -> ast.ImportFrom | None:
-    """The suite's ``from MODULE import ...`` that new names of MODULE join, or None when it
-    has none or it holds a comment (rewriting it would drop the comment)."""
-    for node in suite_tree.body:
+    """The suite's first ``from MODULE import ...`` of its header (see ``_header_end``) that
+    holds no comment (rewriting it would drop the comment), which new names of MODULE join; None
+    when there is none."""
+    for node in suite_tree.body[: _header_end(suite_tree)]:
         if isinstance(node, ast.ImportFrom) and "." * node.level + (node.module or "") == module:
-            text = "".join(suite_lines[node.lineno - 1 : node.end_lineno])
-            return None if "#" in text else node
+            if "#" not in "".join(suite_lines[node.lineno - 1 : node.end_lineno]):
+                return node
     return None
+
+
+def _header_end(tree: ast.Module) -> int:
+    """The index in ``tree.body`` after the suite's last import above its first class or
+    function: new imports go there, with the suite's own, not after an import the suite makes
+    further down (test_utils.py imports get_pretty_env_info between two test classes)."""
+    first_def = next(
+        (i for i, n in enumerate(tree.body)
+         if isinstance(n, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)),
+        len(tree.body),
+    )  # fmt: skip
+    imports = [
+        i for i, n in enumerate(tree.body[:first_def]) if isinstance(n, ast.Import | ast.ImportFrom)
+    ]
+    return imports[-1] + 1 if imports else 0
 
 
 def _merged(node: ast.ImportFrom, wanted: list[ast.alias]) -> str:
@@ -252,8 +268,8 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
             f"{new_path}: its import {rebinding[0]!r} would rebind a name {suite_path} "
             "already uses; import it under another name"
         )
-    suite_imports = [n for n in suite_tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
-    import_end = max((n.end_lineno or n.lineno for n in suite_imports), default=0)
+    header = suite_tree.body[: _header_end(suite_tree)]
+    import_end = header[-1].end_lineno or header[-1].lineno if header else 0
     main_start = mains[-1].lineno - 1
     while main_start > 0 and suite_lines[main_start - 1].lstrip().startswith("#"):
         main_start -= 1
