@@ -126,11 +126,31 @@ def test_current_device_is_per_thread(restore_device):
         lambda: torch.neuron.set_device(7),
         lambda: torch.empty(1, device="neuron:2"),
         lambda: torch.ones(1).to("neuron:5"),
+        lambda: torch.neuron.get_device_properties(3),
+        lambda: torch.neuron.device(4).__enter__(),
+        lambda: torch.accelerator.synchronize(6),
+    ],
+    ids=[
+        "set_device_index",
+        "neuron.set_device",
+        "empty",
+        "to",
+        "get_device_properties",
+        "device_context",
+        "synchronize",
     ],
 )
-def test_out_of_range_index_is_a_clear_error(action, restore_device):
-    with pytest.raises(IndexError, match=r"Invalid neuron device index \d+: this process has 2"):
+def test_out_of_range_index_is_an_accelerator_error_as_on_cuda(action, restore_device):
+    # CUDA raises torch.AcceleratorError (XPU and OpenReg a RuntimeError): code written
+    # `except RuntimeError` for them must catch neuron's too, with the message naming the fix.
+    with pytest.raises(RuntimeError, match=r"Invalid neuron device index \d+: this process has 2"):
         action()
+    try:
+        action()
+    except torch.AcceleratorError as error:
+        assert not isinstance(error, IndexError)
+        assert error.error_code == 101  # cudaErrorInvalidDevice, as CUDA reports it
+        assert "NEURON_RT_VISIBLE_CORES" in str(error)
     # the process keeps working
     assert torch.ones(1, device="neuron").item() == 1.0
 

@@ -293,3 +293,69 @@ def test_sparse_results_fail_loudly_instead_of_landing_on_the_cpu():
     with pytest.raises(NotImplementedError, match="neuron supports only strided"):
         dense.to_sparse()
     assert dense.sum().item() == 3.0  # still usable
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda s, out: torch.add(s, s, out=out),
+        lambda s, out: torch.nonzero(s.expand(3), out=out.long()),
+        lambda s, out: torch.mul(s, torch.tensor(2.0), out=out),
+        lambda s, out: out.add_(s),
+    ],
+    ids=["add_out", "nonzero_out", "mul_cpu_scalar_input", "in_place_on_cpu_scalar"],
+)
+def test_a_cpu_scalar_never_receives_a_neuron_result(op):
+    # CUDA allows 0-dim CPU tensors as inputs only: as out= or in-place self they must raise,
+    # not be handed device memory.
+    s = torch.tensor(2.0, device="neuron")
+    out = torch.zeros([])
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        op(s, out)
+    assert out.device.type == "cpu" and out.item() == 0.0 and out.shape == ()
+
+
+def test_cpu_scalars_stay_allowed_as_inputs_with_a_neuron_out():
+    out = torch.empty([], device="neuron")
+    torch.add(torch.tensor(2.0), torch.tensor(3.0, device="neuron"), out=out)
+    assert out.item() == 5.0
+    torch.add(torch.tensor(1.0, device="neuron"), torch.tensor(4.0), out=out)
+    assert out.item() == 5.0
+
+
+QUANTIZED_FACTORIES = {
+    "quantize_per_tensor": lambda: torch.quantize_per_tensor(
+        torch.randn(3, device="neuron"), 0.1, 0, torch.qint8
+    ),
+    "quantize_per_channel": lambda: torch.quantize_per_channel(
+        torch.randn(3, 2, device="neuron"),
+        torch.ones(3, device="neuron"),
+        torch.zeros(3, dtype=torch.long, device="neuron"),
+        0,
+        torch.quint8,
+    ),
+    "to_neuron": lambda: torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8).to(
+        "neuron"
+    ),
+    "empty_qint8": lambda: torch.empty(3, dtype=torch.qint8, device="neuron"),
+    "empty_affine_quantized": lambda: torch._empty_affine_quantized(
+        [3], scale=0.1, zero_point=0, dtype=torch.qint8, device="neuron"
+    ),
+}
+
+
+@pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions.*:UserWarning")
+@pytest.mark.parametrize("make", QUANTIZED_FACTORIES.values(), ids=QUANTIZED_FACTORIES.keys())
+def test_quantized_neuron_tensors_are_refused_at_creation_naming_the_fix(make):
+    # Neuron has no quantized kernels: a quantized tensor used to come out as a plain tensor of a
+    # qint dtype (its quantizer lost) on which flip() and friends then failed.
+    with pytest.raises(NotImplementedError, match=r"quantized.*neuron.*dequantize\(\)"):
+        make()
+    assert torch.ones(2, device="neuron").flip(0).sum().item() == 2.0  # still usable
+
+
+@pytest.mark.filterwarnings("ignore:.*quantized tensor creation functions.*:UserWarning")
+def test_a_dequantized_tensor_moves_to_neuron_as_the_error_suggests():
+    q = torch.quantize_per_tensor(torch.tensor([0.5, -1.0, 2.0]), 0.5, 0, torch.qint8)
+    moved = q.dequantize().to("neuron")
+    assert moved.flip(0).cpu().tolist() == [2.0, -1.0, 0.5]

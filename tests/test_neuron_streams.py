@@ -390,13 +390,13 @@ def test_an_event_recorded_on_one_device_cannot_be_recorded_on_another():
 )
 def test_a_stream_of_a_device_index_out_of_range_raises_a_clear_error(make):
     message = r"Invalid neuron device index \d.*NEURON_RT_VISIBLE_CORES"
-    with pytest.raises(IndexError, match=message):
+    with pytest.raises(torch.AcceleratorError, match=message):
         make()
 
 
 def test_set_stream_rejects_a_stream_of_a_device_that_does_not_exist():
     device_type = torch.neuron.default_stream(0).device_type
     ghost = torch.Stream(stream_id=1, device_index=9, device_type=device_type)
-    with pytest.raises(IndexError, match="Invalid neuron device index 9"):
+    with pytest.raises(torch.AcceleratorError, match="Invalid neuron device index 9"):
         torch.accelerator.set_stream(ghost)
     assert torch.accelerator.current_stream(0) == default_stream(0)

@@ -11,13 +11,16 @@ from . import _C
 
 _BACKEND = "neuron"
 _DeviceLike = torch.device | str | int | None
+# The code the extension's AcceleratorError for an invalid index carries (cudaErrorInvalidDevice).
+_INVALID_DEVICE_ERROR_CODE = 101
 
 
 def device_index(device: _DeviceLike, *, optional: bool = True) -> int:
     """Return the neuron device index that ``device`` names; None means the current device.
 
     Accepts an int, "neuron", "neuron:N" or a torch.device. Raises ValueError for a device of
-    another type and IndexError for an index that is not a visible NeuronCore.
+    another type and torch.AcceleratorError (a RuntimeError, as CUDA raises) for an index that
+    is not a visible NeuronCore.
     """
     if device is None:
         if not optional:
@@ -32,10 +35,12 @@ def device_index(device: _DeviceLike, *, optional: bool = True) -> int:
         index = current_device() if parsed.index is None else parsed.index
     count = device_count()
     if not 0 <= index < count:
-        raise IndexError(
+        error = torch.AcceleratorError(
             f"Invalid neuron device index {index}: this process has {count} neuron device(s). "
             "Set NEURON_RT_VISIBLE_CORES (e.g. '0-3') to expose more NeuronCores."
         )
+        error.error_code = _INVALID_DEVICE_ERROR_CODE
+        raise error
     return index
 
 

@@ -3,7 +3,8 @@
 // The boxed fallback below receives every operator that has no neuron kernel.
 // It
 //   1. checks that all tensors live on one neuron device (0-dim CPU tensors,
-//      and CPU indices for indexing, are allowed, as on CUDA);
+//      and CPU indices for indexing, are allowed as inputs, as on CUDA; never
+//      as out= or in-place arguments, which receive the result);
 //   2. replaces each neuron tensor with a CPU view of the same bytes
 //      (host_view), a neuron device argument with "cpu" and a neuron
 //      generator with its CPU engine;
@@ -203,6 +204,12 @@ class HostExecution {
 
  private:
   bool allows_cpu_tensor(size_t argument, const at::Tensor& tensor) const {
+    // CUDA allows CPU scalars as inputs only: a result written into a CPU
+    // tensor would leave it holding device memory.
+    const auto* alias = schema_.arguments()[argument].alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      return false;
+    }
     if (tensor.dim() == 0) {
       return true; // CPU scalars mix with device tensors, as on CUDA
     }
@@ -370,7 +377,11 @@ class HostExecution {
       return host;
     }
     // A sparse, quantized or mkldnn result cannot live on neuron: never hand
-    // back a CPU tensor in its place.
+    // back a CPU tensor in its place. A quantized result would otherwise pass
+    // as a plain tensor of a qint dtype, losing its quantizer.
+    if (host.is_quantized()) {
+      check_not_quantized(host.scalar_type());
+    }
     TORCH_CHECK_NOT_IMPLEMENTED(
         host.layout() == c10::kStrided && host.has_storage(), "The operator '",
         schema_.operator_name(), "' returned a ", host.layout(),
@@ -437,6 +448,17 @@ class HostExecution {
 
 void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   HostExecution(op, stack).run();
+}
+
+// Factories of quantized neuron tensors (torch.empty(..., dtype=torch.qint8,
+// device="neuron"), torch._empty_affine_quantized, ...) dispatch to
+// QuantizedPrivateUse1: refuse them with the fix instead of "Could not run".
+void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "The operator '", op.schema().operator_name(),
+      "' would create or use a quantized neuron tensor, but the neuron backend has no quantized "
+      "kernels. Dequantize it first (tensor.dequantize()) and move the float tensor, or keep "
+      "quantized tensors on the CPU.");
 }
 
 // ATen routes convolutions on PrivateUse1 to the *_overrideable operators,
@@ -511,6 +533,10 @@ at::Tensor host_view(const at::Tensor& tensor) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized>());
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

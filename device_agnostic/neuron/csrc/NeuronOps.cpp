@@ -1,8 +1,9 @@
 // The operators neuron implements itself: memory (empty, empty_strided,
 // resize_, set_), views (as_strided, view, _reshape_alias), copies between
-// devices, reading a scalar, stream recording and dropout (whose CPU kernel
-// would draw from the CPU generator). Everything else runs through host
-// execution (NeuronHostExecution.cpp).
+// devices, reading a scalar, stream recording, dropout (whose CPU kernel
+// would draw from the CPU generator) and the shallow-copy compatibility that
+// lets `module.to("neuron")` keep its Parameters. Everything else runs
+// through host execution (NeuronHostExecution.cpp).
 #include "NeuronGenerator.h"
 #include "NeuronHostExecution.h"
 #include "NeuronStream.h"
@@ -160,9 +161,31 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   return std::make_tuple(output, mask);
 }
 
+// `param.data = other` swaps `param`'s TensorImpl contents for `other`'s,
+// and `Module._apply` does that (keeping the Parameter object, so tied weights
+// stay tied and an optimizer built before the move sees the moved data) only
+// when this says the two are compatible. Upstream's answer knows the in-tree
+// dense backends only. A neuron tensor is a plain TensorImpl over strided
+// storage, exactly like a dense CPU one, so the two are compatible both ways.
+// Anything else (sparse, quantized, nested, ...) keeps upstream's answer.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  const auto is_dense = [](c10::DispatchKeySet keys) {
+    constexpr auto dense_backends = c10::DispatchKeySet(
+        {c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+    return keys.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) &&
+        keys.has_any(dense_backends) &&
+        !keys.has_any(c10::DispatchKeySet(
+            {c10::DispatchKey::Quantized, c10::DispatchKey::Sparse,
+             c10::DispatchKey::SparseCsr, c10::DispatchKey::NestedTensor}));
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+      (is_dense(self.key_set()) && is_dense(from.key_set()));
+}
+
 } // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("as_strided", TORCH_FN(as_strided));

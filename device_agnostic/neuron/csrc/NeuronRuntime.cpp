@@ -20,6 +20,9 @@ constexpr const char* kVisibleCoresEnv = "NEURON_RT_VISIBLE_CORES";
 constexpr const char* kDeviceMemoryEnv = "NEURON_DEVICE_MEMORY";
 constexpr c10::DeviceIndex kDefaultDeviceCount = 2;
 constexpr int kMaxDevices = 64;
+// cudaErrorInvalidDevice's value: the error code an AcceleratorError for an
+// invalid device ordinal carries on CUDA.
+constexpr int32_t kInvalidDeviceErrorCode = 101;
 constexpr size_t kDefaultCapacity = size_t{16} << 30;
 
 std::string trim(const std::string& text) {
@@ -158,13 +161,17 @@ c10::DeviceIndex device_count_noexcept() noexcept {
 
 void check_device_index(c10::DeviceIndex index) {
   const auto count = device_count();
-  TORCH_CHECK_INDEX(
-      index >= 0 && index < count,
-      "Invalid neuron device index ", static_cast<int>(index),
-      ": this process has ", static_cast<int>(count),
-      " neuron device(s), so the index must be in [0, ",
-      static_cast<int>(count), "). Set ", kVisibleCoresEnv,
-      " (e.g. \"0-3\") to expose more NeuronCores.");
+  if (index >= 0 && index < count) {
+    return;
+  }
+  // An AcceleratorError (a RuntimeError in Python), as CUDA raises for an
+  // invalid ordinal: code written `except RuntimeError` must catch ours too.
+  throw c10::AcceleratorError(
+      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kInvalidDeviceErrorCode,
+      c10::str("Invalid neuron device index ", static_cast<int>(index), ": this process has ",
+               static_cast<int>(count), " neuron device(s), so the index must be in [0, ",
+               static_cast<int>(count), "). Set ", kVisibleCoresEnv,
+               " (e.g. \"0-3\") to expose more NeuronCores."));
 }
 
 c10::DeviceIndex resolve_device_index(c10::DeviceIndex index) {
@@ -270,7 +277,7 @@ bool is_supported_dtype(c10::ScalarType dtype) {
     case c10::ScalarType::ComplexDouble:
       return false;
     default:
-      return true;
+      return !c10::isQIntType(dtype);
   }
 }
 
@@ -278,12 +285,24 @@ void check_supported_dtype(c10::ScalarType dtype) {
   if (is_supported_dtype(dtype)) {
     return;
   }
+  check_not_quantized(dtype);
   // Python's names, since that is what users write.
   const bool complex = dtype == c10::ScalarType::ComplexDouble;
   const char* name = complex ? "torch.complex128" : "torch.float64";
   TORCH_CHECK_TYPE(false, "Cannot create or move a ", name,
                    " tensor to neuron: the NeuronCore does not support ", name, ". Please use ",
                    complex ? "torch.complex64" : "torch.float32", " instead.");
+}
+
+void check_not_quantized(c10::ScalarType dtype) {
+  if (!c10::isQIntType(dtype)) {
+    return;
+  }
+  const auto name = std::string(c10::getDtypeNames(dtype).first);
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "Cannot create or move a quantized tensor (torch.", name,
+      ") to neuron: the neuron backend has no quantized kernels. Dequantize it first "
+      "(tensor.dequantize()) and move the float tensor, or keep quantized tensors on the CPU.");
 }
 
 } // namespace neuron

@@ -30,7 +30,8 @@ constexpr const char* kBackendName = "neuron";
 c10::DeviceIndex device_count();
 // Same, but 0 on a malformed value: for interfaces that must not throw.
 c10::DeviceIndex device_count_noexcept() noexcept;
-// Throws a c10::IndexError when `index` is not a visible device.
+// Throws a c10::AcceleratorError (torch.AcceleratorError, a RuntimeError)
+// when `index` is not a visible device, as CUDA does for an invalid ordinal.
 void check_device_index(c10::DeviceIndex index);
 // -1 (the "current device" placeholder) becomes the current device.
 c10::DeviceIndex resolve_device_index(c10::DeviceIndex index);
@@ -47,10 +48,16 @@ bool is_in_bad_fork();
 size_t device_memory_capacity();
 std::string format_bytes(size_t bytes);
 
-// The dtypes a NeuronCore computes in. float64 and complex128 are absent.
+// The dtypes a NeuronCore computes in. float64, complex128 and the quantized
+// dtypes are absent.
 bool is_supported_dtype(c10::ScalarType dtype);
-// Raises TypeError naming the dtype and the device, suggesting float32.
+// Raises TypeError naming the dtype and the device, suggesting float32 (or,
+// for a quantized dtype, what check_not_quantized raises).
 void check_supported_dtype(c10::ScalarType dtype);
+// Raises NotImplementedError for a quantized dtype: neuron has no quantized
+// kernels, so a quantized tensor is refused when it would be created on the
+// device, naming the fix (dequantize first, or stay on the CPU).
+void check_not_quantized(c10::ScalarType dtype);
 
 // ---- device memory (NeuronDeviceAllocator.cpp) ----------------------------
 
