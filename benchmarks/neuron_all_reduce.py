@@ -60,9 +60,10 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace, result
         numel = nbytes // 4
         cpu = torch.ones(numel)
         neuron = torch.ones(numel, device=device)
-        # Calls per timed block: about 20 ms, at least 1 (the same on both ranks: rank 0 decides).
+        # Calls per timed block: about 50 ms, at least 3 (the same on both ranks: rank 0 decides).
+        time_calls(cpu, cpu_group, 2)  # warm-up: gloo's first call of a size sets up buffers
         single = time_calls(cpu, cpu_group, 3)
-        calls = torch.tensor([max(1, min(1000, int(0.02 / max(single, 1e-7))))])
+        calls = torch.tensor([max(3, min(2000, int(0.05 / max(single, 1e-7))))])
         dist.broadcast(calls, src=0, group=cpu_group)
         calls = int(calls.item())
         time_calls(neuron, neuron_group, calls)  # warm-up
@@ -96,7 +97,7 @@ def human(nbytes: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--rounds", type=int, default=9, help="interleaved rounds per size")
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds per size")
     parser.add_argument("--max-mib", type=int, default=64, help="largest size in MiB")
     args = parser.parse_args()
     world = 2

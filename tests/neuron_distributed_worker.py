@@ -269,6 +269,64 @@ def ddp(device: torch.device) -> None:
         fail("DDP replicas diverged")
 
 
+def dtensor_fsdp2(device: torch.device) -> None:
+    """DeviceMesh, DTensor and FSDP2 on neuron match the same on CPU tensors over gloo."""
+    from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    neuron_mesh = init_device_mesh("neuron", (world,))
+    cpu_mesh = DeviceMesh.from_group(dist.new_group(backend="gloo"), "cpu")
+    if neuron_mesh.get_group()._get_backend(device).name() != "neuron":
+        fail("the neuron DeviceMesh does not use the neuron backend")
+
+    # DTensor: shard, matmul against a replicated weight, redistribute, gather.
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 6), torch.randn(6, 3)
+    results = {}
+    for mesh, on in ((neuron_mesh, device), (cpu_mesh, torch.device("cpu"))):
+        sharded = distribute_tensor(x.to(on), mesh, [Shard(0)])
+        product = sharded @ distribute_tensor(w.to(on), mesh, [Replicate()])
+        if sharded.to_local().device != on:
+            fail(f"a DTensor's local shard is on {sharded.to_local().device}, not {on}")
+        results[on.type] = (
+            product.full_tensor(),
+            sharded.redistribute(mesh, [Replicate()]).to_local(),
+            product.redistribute(mesh, [Shard(1)]).to_local(),
+        )
+    for index, name in enumerate(("matmul+full_tensor", "Shard->Replicate", "Shard(0)->Shard(1)")):
+        assert_same(f"DTensor {name}", results["neuron"][index], results["cpu"][index])
+
+    # FSDP2: each Linear and the root fully_shard-ed, 4 SGD steps, every rank its own batch.
+    def train(mesh: DeviceMesh, on: torch.device) -> tuple[list[float], dict]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)
+        ).to(on)
+        for layer in (model[0], model[2], model):
+            fully_shard(layer, mesh=mesh)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        generator = torch.Generator().manual_seed(2000 + rank)
+        losses = []
+        for _ in range(4):
+            inputs = torch.randn(16, 8, generator=generator).to(on)
+            targets = torch.randn(16, 4, generator=generator).to(on)
+            loss = torch.nn.functional.mse_loss(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        state = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
+        return losses, state
+
+    neuron_losses, neuron_state = train(neuron_mesh, device)
+    cpu_losses, cpu_state = train(cpu_mesh, torch.device("cpu"))
+    torch.testing.assert_close(neuron_losses, cpu_losses, rtol=1e-6, atol=1e-7)
+    for name in cpu_state:
+        torch.testing.assert_close(neuron_state[name], cpu_state[name], rtol=1e-6, atol=1e-7)
+
+
 def main() -> None:
     scenario = sys.argv[1]
     rank = int(os.environ["LOCAL_RANK"])
@@ -278,7 +336,7 @@ def main() -> None:
         init_spellings(device, scenario.split(":", 1)[1])
     else:
         dist.init_process_group("neuron")
-        {"collectives": collectives, "ddp": ddp}[scenario](device)
+        {"collectives": collectives, "ddp": ddp, "dtensor_fsdp2": dtensor_fsdp2}[scenario](device)
     dist.destroy_process_group()
     print(f"PASS {scenario} {rank}", flush=True)
 

@@ -95,3 +95,7 @@ def test_init_process_group_gives_neuron_tensors_the_neuron_backend(spelling: st
 
 def test_ddp_training_on_neuron_matches_cpu_gloo() -> None:
     torchrun("ddp")
+
+
+def test_dtensor_and_fsdp2_training_on_neuron_match_cpu_gloo() -> None:
+    torchrun("dtensor_fsdp2")
