@@ -148,6 +148,10 @@ def _register() -> None:
         )
     # NeuronCores compute natively in bfloat16: make it autocast's default, as CUDA's is float16.
     torch.set_autocast_dtype(BACKEND_NAME, torch.bfloat16)
+    # torch.distributed: the "neuron" process-group backend (gloo over device memory).
+    from . import distributed
+
+    distributed._register()
 
 
 _register()

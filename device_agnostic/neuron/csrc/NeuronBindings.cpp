@@ -3,6 +3,7 @@
 // through torch (torch.accelerator, torch.Stream, torch.Event, ...).
 #include "NeuronGenerator.h"
 #include "NeuronHostExecution.h"
+#include "NeuronProcessGroup.h"
 #include "NeuronStream.h"
 
 #include <pybind11/pybind11.h>
@@ -64,4 +65,10 @@ PYBIND11_MODULE(_C, m) {
                                        stream_id));
   });
   m.def("_allocate_from_native_threads", &allocate_from_native_threads);
+  // Takes and returns torch._C._distributed_c10d.Backend objects: call only
+  // after torch.distributed is imported (it registers that Python type).
+  m.def("_make_process_group", &make_process_group, py::arg("host_backend"),
+        "The neuron process-group backend over `host_backend` (a ProcessGroupGloo).");
+  m.def("_process_group_host_alias", &process_group_host_alias,
+        "The CPU tensor aliasing a neuron tensor's bytes that the process group hands gloo.");
 }

@@ -5,7 +5,9 @@
 // device (NeuronRuntime.cpp), the device memory allocator
 // (NeuronDeviceAllocator.cpp), pinned host memory (NeuronHostAllocator.cpp),
 // streams and events (NeuronStream.cpp), generators (NeuronGenerator.cpp)
-// and host execution of ATen kernels (NeuronHostExecution.cpp).
+// and host execution of ATen kernels (NeuronHostExecution.cpp). The
+// torch.distributed backend, gloo over aliases of device memory, is in
+// NeuronProcessGroup.cpp (its own header: it needs c10d's).
 #pragma once
 
 #include <c10/core/Allocator.h>
