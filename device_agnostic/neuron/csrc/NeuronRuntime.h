@@ -4,8 +4,9 @@
 // what the per-concern files share: device enumeration and the current
 // device (NeuronRuntime.cpp), the device memory allocator
 // (NeuronDeviceAllocator.cpp), pinned host memory (NeuronHostAllocator.cpp),
-// streams and events (NeuronStream.cpp), generators (NeuronGenerator.cpp)
-// and host execution of ATen kernels (NeuronHostExecution.cpp). The
+// streams and events (NeuronStream.cpp), generators (NeuronGenerator.cpp),
+// host execution of ATen kernels (NeuronHostExecution.cpp) and the profiler's
+// device timing, from those events (NeuronProfiler.cpp). The
 // torch.distributed backend, gloo over aliases of device memory, is in
 // NeuronProcessGroup.cpp (its own header: it needs c10d's).
 #pragma once

@@ -128,6 +128,11 @@ double event_elapsed_ms(void* start, void* end) {
   return static_cast<double>(nanoseconds) / 1e6;
 }
 
+c10::DeviceIndex event_device(void* event) {
+  const auto* neuron_event = static_cast<const NeuronEvent*>(event);
+  return neuron_event == nullptr ? static_cast<c10::DeviceIndex>(-1) : neuron_event->device;
+}
+
 void destroy_event(void* event) noexcept {
   delete static_cast<NeuronEvent*>(event);
 }

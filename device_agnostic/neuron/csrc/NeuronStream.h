@@ -33,6 +33,8 @@ void block_on_event(void* event, const c10::Stream& stream);
 bool query_event(void* event);
 void synchronize_event(void* event);
 double event_elapsed_ms(void* start, void* end);
+// The device an event was created for; -1 for an event never recorded.
+c10::DeviceIndex event_device(void* event);
 void destroy_event(void* event) noexcept;
 
 } // namespace neuron
