@@ -174,13 +174,18 @@ def register() -> None:
 
 
 def _treat_neuron_as_cpu_in_inductor() -> None:
-    """Make inductor's "is this node on the CPU?" predicates true for neuron nodes too.
+    """Make inductor's "is this the CPU?" questions answer yes for neuron too.
 
-    CppScheduling generates the same code for both devices, but the scheduler and the IR pick
-    the CPU's fusion and loop-reindexing rules with ``is_cpu`` (the other rules are GPU/Triton
-    ones, wrong for C++ kernels); without this they crash on CPU-shaped loop groups.
+    CppScheduling generates the same code for both devices, but inductor picks the C++ rules
+    (fusion, loop reindexing, dtype propagation of the generated expressions) by asking whether
+    a node's device is "cpu" and which backend the current device uses; for any other device it
+    answers with the GPU/Triton rules, which crash or miscompile C++ kernels. These three
+    predicates are the ones the C++ code generation relies on; they are replaced in every module
+    that imported them by name.
     """
-    from torch._inductor import ir, scheduler
+    from torch._inductor import ir, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.kernel import mm_common
 
     def is_cpu(x: Any) -> bool:
         return ir.get_device_type(x) in ("cpu", DEVICE)
@@ -189,8 +194,19 @@ def _treat_neuron_as_cpu_in_inductor() -> None:
         device = self.get_device()
         return device is not None and device.type in ("cpu", DEVICE)
 
+    cuda_rules = utils.get_current_backend
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if not device_type:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        return cuda_rules("cpu" if device_type == DEVICE else device_type)
+
     ir.is_cpu = is_cpu
     scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
+    for module in (utils, common, scheduler, mm_common):
+        module.get_current_backend = get_current_backend
 
 
 def _inductor_lookup(name: str) -> Any:
