@@ -66,7 +66,7 @@ def test_a_compiled_mlp_matches_eager_forward_and_backward(dynamic):
         actual.square().sum().backward()
     grads = [p.grad for p in compiled_model.parameters()]
     _assert_all_neuron(grads, "a gradient of the compiled model")
-    for got, want in zip(grads, (p.grad for p in eager.parameters())):
+    for got, want in zip(grads, (p.grad for p in eager.parameters()), strict=True):
         torch.testing.assert_close(got, want)
 
 
@@ -88,7 +88,9 @@ def test_training_a_transformer_block_compiled_matches_eager(dynamic):
             opt.step()
         _assert_all_neuron([out], "the compiled output")
         _assert_all_neuron([p.grad for p in model.parameters()], "a compiled gradient")
-    for (name, got), want in zip(model.state_dict().items(), eager.state_dict().values()):
+    for (name, got), want in zip(
+        model.state_dict().items(), eager.state_dict().values(), strict=True
+    ):
         assert got.device.type == "neuron", name
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
 
@@ -104,7 +106,7 @@ def test_generated_code_allocates_neuron_buffers_never_cpu_ones():
     assert "empty_strided_cpu(" not in wrapper, wrapper
     assert "cpp_fused" in wrapper, "expected inductor's C++ kernels"
     _assert_all_neuron(results, "a compiled output")
-    for got, want in zip(results, f(x, y)):
+    for got, want in zip(results, f(x, y), strict=True):
         torch.testing.assert_close(got, want)
 
 

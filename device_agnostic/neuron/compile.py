@@ -9,8 +9,8 @@ module tells inductor and dynamo so:
   ``empty_strided(..., device='neuron')`` (inductor's path for every non-builtin device), so the
   outputs and saved activations of a compiled graph are neuron tensors;
 - dynamo: a ``DeviceInterface`` for "neuron" built on ``torch.neuron``;
-- ``torch.compile(backend="neuron")``: the dynamo backend of that name (the ``torch_dynamo_backends``
-  entry point), which is inductor.
+- ``torch.compile(backend="neuron")``: the dynamo backend of that name (entry point group
+  ``torch_dynamo_backends``), which is inductor.
 
 Nothing here is imported by ``import torch``: inductor looks up ``torch.neuron.Scheduling`` (and
 the wrapper classes) the first time it initialises its device registry, and ``torch.neuron``
@@ -40,7 +40,7 @@ class NeuronCompileProperties:
 
 
 class NeuronInterface(DeviceInterface):
-    """dynamo/inductor's view of the neuron runtime: ``torch.neuron`` under DeviceInterface names."""
+    """dynamo's and inductor's view of the runtime: ``torch.neuron`` under DeviceInterface names."""
 
     device = torch.neuron.device  # type: ignore[assignment]
     Event = torch.neuron.Event  # type: ignore[assignment]
@@ -122,7 +122,12 @@ class NeuronPythonWrapperCodegen(PythonWrapperCodegen):
         return NeuronPythonWrapperCodegen()
 
     def _generate_kernel_call_helper(
-        self, kernel_name: str, call_args: Any, *, device: Any = None, triton: bool = True,
+        self,
+        kernel_name: str,
+        call_args: Any,
+        *,
+        device: Any = None,
+        triton: bool = True,
         **kwargs: Any,
     ) -> None:
         from torch._inductor.virtualized import V
@@ -148,7 +153,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs
 
 @functools.cache
 def register() -> None:
-    """Register neuron with dynamo's device interfaces and inductor's code generators; idempotent."""
+    """Register neuron with dynamo's device interfaces and inductor's code generators (once)."""
     register_interface_for_device(DEVICE, NeuronInterface)
     for index in range(torch.neuron.device_count()):
         register_interface_for_device(f"{DEVICE}:{index}", NeuronInterface)
@@ -156,8 +161,8 @@ def register() -> None:
     from torch._inductor.codegen.common import (
         get_scheduling_for_device,
         register_backend_for_device,
+        register_device_op_overrides,
     )
-    from torch._inductor.codegen.common import register_device_op_overrides
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
