@@ -5,7 +5,7 @@ generates the CPU's C++ kernels for neuron): "mlp", a two-layer MLP forward (256
 GELU, batch 64) followed by a row-wise softmax, whose matmuls inductor leaves to each device's
 eager mm (extern_kernels.mm); and "fused_only", the same graph without the matmuls, in which
 only generated C++ kernels run. Compile time is the first call after
-``torch._dynamo.reset()`` with inductor's caches disabled (otherwise the second device would reuse
+``torch._dynamo.reset()`` with inductor's caches disabled, after a warm-up compile on each device, (otherwise the second device would reuse
 the first one's compiled kernels), taken alternately on each device, best of ``--compiles``.
 Run time is the fastest of ``--rounds`` interleaved rounds of ``--calls`` compiled calls each.
 Prints one JSON line with both ratios (neuron / CPU).
@@ -63,6 +63,11 @@ def main() -> None:
     args = parser.parse_args()
     devices = ("cpu", "neuron")
 
+    # One-time costs (inductor's imports, the first C++ build) must not land on the first device.
+    with torch._inductor.config.patch(force_disable_caches=True):
+        for d in devices:
+            torch._dynamo.reset()
+            torch.compile(lambda x: x.cos() + 1)(torch.ones(3, device=d))
     results = {}
     for name, fn in GRAPHS.items():
         with torch._inductor.config.patch(force_disable_caches=True):
