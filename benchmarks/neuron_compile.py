@@ -4,9 +4,10 @@ Both devices compile the same small graphs with inductor (device_agnostic/neuron
 generates the CPU's C++ kernels for neuron): "mlp", a two-layer MLP forward (256 -> 256 -> 256,
 GELU, batch 64) followed by a row-wise softmax, whose matmuls inductor leaves to each device's
 eager mm (extern_kernels.mm); and "fused_only", the same graph without the matmuls, in which
-only generated C++ kernels run. Compile time is the first call after
-``torch._dynamo.reset()`` with inductor's caches disabled, after a warm-up compile on each device, (otherwise the second device would reuse
-the first one's compiled kernels), taken alternately on each device, best of ``--compiles``.
+only generated C++ kernels run. Compile time is the first call after ``torch._dynamo.reset()``
+with inductor's caches disabled (otherwise the second device would reuse the first one's
+compiled kernels), after one warm-up compile per device (one-time costs), taken alternately on
+each device, best of ``--compiles``.
 Run time is the fastest of ``--rounds`` interleaved rounds of ``--calls`` compiled calls each.
 Prints one JSON line with both ratios (neuron / CPU).
 
