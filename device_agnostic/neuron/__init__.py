@@ -129,6 +129,17 @@ __all__ = [
 BACKEND_NAME = "neuron"
 
 
+def __getattr__(name: str) -> object:
+    """torch.compile's lazy hook: inductor looks up ``torch.neuron.Scheduling`` and the wrapper
+    code generators when it first initialises its devices; answer by registering neuron with
+    inductor and dynamo (compile.py), so that ``import torch`` never imports inductor."""
+    if name in ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen"):
+        from . import compile as _compile
+
+        return _compile._inductor_lookup(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _register() -> None:
     """Rename PrivateUse1 to "neuron" and install torch.neuron; idempotent."""
     current_name = torch._C._get_privateuse1_backend_name()

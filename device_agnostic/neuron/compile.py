@@ -1,0 +1,230 @@
+"""torch.compile for neuron: inductor's C++/OpenMP CPU code generation on device memory.
+
+Neuron device memory is host memory (csrc/NeuronDeviceAllocator.cpp), so the kernels inductor
+generates for the CPU read and write neuron tensors through their data pointers unchanged. This
+module tells inductor and dynamo so:
+
+- inductor: ``register_backend_for_device("neuron", CppScheduling, PythonWrapperCodegen,
+  CppWrapperCpu)``; buffers the generated wrapper allocates are created with
+  ``empty_strided(..., device='neuron')`` (inductor's path for every non-builtin device), so the
+  outputs and saved activations of a compiled graph are neuron tensors;
+- dynamo: a ``DeviceInterface`` for "neuron" built on ``torch.neuron``;
+- ``torch.compile(backend="neuron")``: the dynamo backend of that name (entry point group
+  ``torch_dynamo_backends``), which is inductor.
+
+Nothing here is imported by ``import torch``: inductor looks up ``torch.neuron.Scheduling`` (and
+the wrapper classes) the first time it initialises its device registry, and ``torch.neuron``
+answers that lookup by calling :func:`register` (see ``__getattr__`` in ``__init__.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+DEVICE = "neuron"
+
+
+@dataclass
+class NeuronCompileProperties:
+    """What inductor asks of a device's properties (a CPU-like device: OpenMP threads)."""
+
+    multi_processor_count: int
+    name: str = "neuron"
+
+
+class NeuronInterface(DeviceInterface):
+    """dynamo's and inductor's view of the runtime: ``torch.neuron`` under DeviceInterface names."""
+
+    device = torch.neuron.device  # type: ignore[assignment]
+    Event = torch.neuron.Event  # type: ignore[assignment]
+    Stream = torch.neuron.Stream  # type: ignore[assignment]
+
+    class Worker:
+        # Compile workers may run in subprocesses; nothing here touches the runtime.
+        @staticmethod
+        def set_device(device: int) -> None:
+            pass
+
+        @staticmethod
+        def current_device() -> int:
+            return 0
+
+        @staticmethod
+        def get_device_properties(device: torch.types.Device = None) -> NeuronCompileProperties:
+            return NeuronCompileProperties(multi_processor_count=os.cpu_count() or 1)
+
+    current_device = staticmethod(torch.neuron.current_device)
+    set_device = staticmethod(torch.neuron.set_device)
+    device_count = staticmethod(torch.neuron.device_count)
+    is_available = staticmethod(torch.neuron.is_available)
+    stream = staticmethod(torch.neuron.stream)
+    current_stream = staticmethod(torch.neuron.current_stream)
+    set_stream = staticmethod(torch.neuron.set_stream)
+    synchronize = staticmethod(torch.neuron.synchronize)
+    memory_allocated = staticmethod(torch.neuron.memory_allocated)
+
+    @staticmethod
+    def maybe_exchange_device(device: int) -> int:
+        previous = torch.neuron.current_device()
+        if device >= 0 and device != previous:
+            torch.neuron.set_device(device)
+        return previous
+
+    exchange_device = maybe_exchange_device
+
+    @staticmethod
+    def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+        torch.neuron.set_stream(
+            torch.neuron.Stream(
+                stream_id=stream_id, device_index=device_index, device_type=device_type
+            )
+        )
+
+    @staticmethod
+    def get_raw_stream(device_idx: int) -> int:
+        # Generated CPU kernels run on the calling thread, in stream order (csrc/NeuronStream.h).
+        return 0
+
+    @staticmethod
+    def get_compute_capability(device: torch.types.Device = None) -> str:
+        return ""
+
+    @staticmethod
+    def is_bf16_supported(including_emulation: bool = False) -> bool:
+        return True
+
+    @staticmethod
+    def is_triton_capable(device: torch.types.Device = None) -> bool:
+        return False
+
+
+class NeuronPythonWrapperCodegen(PythonWrapperCodegen):
+    """inductor's Python wrapper, calling the C++ kernels on neuron as it does on the CPU."""
+
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: str | None,
+        parent_wrapper: PythonWrapperCodegen | None,
+        partition_signatures: Any = None,
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            return PythonWrapperCodegen.create(
+                is_subgraph, subgraph_name, parent_wrapper, partition_signatures
+            )
+        return NeuronPythonWrapperCodegen()
+
+    def _generate_kernel_call_helper(
+        self,
+        kernel_name: str,
+        call_args: Any,
+        *,
+        device: Any = None,
+        triton: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        from torch._inductor.virtualized import V
+
+        device = device or V.graph.get_current_device_or_throw()
+        if not triton and device.type == DEVICE:
+            # A C++ kernel takes the device pointers as they are (device memory is host memory)
+            # and runs on the calling thread: no stream argument, as on the CPU.
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            return
+        super()._generate_kernel_call_helper(
+            kernel_name, call_args, device=device, triton=triton, **kwargs
+        )
+
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
+    """``torch.compile(backend="neuron")``: inductor, generating C++ kernels for neuron tensors."""
+    register()
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs, **kwargs)
+
+
+@functools.cache
+def register() -> None:
+    """Register neuron with dynamo's device interfaces and inductor's code generators (once)."""
+    register_interface_for_device(DEVICE, NeuronInterface)
+    for index in range(torch.neuron.device_count()):
+        register_interface_for_device(f"{DEVICE}:{index}", NeuronInterface)
+
+    from torch._inductor.codegen.common import (
+        get_scheduling_for_device,
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+    from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+
+    if get_scheduling_for_device(DEVICE) is None:
+        register_backend_for_device(
+            DEVICE, CppScheduling, NeuronPythonWrapperCodegen, CppWrapperCpu, WrapperFxCodegen
+        )
+    _treat_neuron_as_cpu_in_inductor()
+    # The wrapper's device-side snippets (streams, guards) are the CPU's: kernels run on the
+    # calling thread.
+    register_device_op_overrides(DEVICE, CpuDeviceOpOverrides())
+
+
+def _treat_neuron_as_cpu_in_inductor() -> None:
+    """Make inductor's "is this the CPU?" questions answer yes for neuron too.
+
+    CppScheduling generates the same code for both devices, but inductor picks the C++ rules
+    (fusion, loop reindexing, dtype propagation of the generated expressions) by asking whether
+    a node's device is "cpu" and which backend the current device uses; for any other device it
+    answers with the GPU/Triton rules, which crash or miscompile C++ kernels. These three
+    predicates are the ones the C++ code generation relies on; they are replaced in every module
+    that imported them by name.
+    """
+    from torch._inductor import ir, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.kernel import mm_common
+
+    def is_cpu(x: Any) -> bool:
+        return ir.get_device_type(x) in ("cpu", DEVICE)
+
+    def node_is_cpu(self: scheduler.BaseSchedulerNode) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", DEVICE)
+
+    cuda_rules = utils.get_current_backend
+
+    def get_current_backend(device_type: str | None = None) -> str:
+        if not device_type:
+            from torch._inductor.virtualized import V
+
+            device_type = V.graph.get_current_device_or_throw().type
+        return cuda_rules("cpu" if device_type == DEVICE else device_type)
+
+    ir.is_cpu = is_cpu
+    scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
+    for module in (utils, common, scheduler, mm_common):
+        module.get_current_backend = get_current_backend
+
+
+def _inductor_lookup(name: str) -> Any:
+    """Answer inductor's ``torch.neuron.<name>`` lookups (codegen/common.py) after registering."""
+    register()
+    from torch._inductor.codegen.common import get_wrapper_codegen_for_device
+
+    if name == "Scheduling":
+        from torch._inductor.codegen.cpp import CppScheduling
+
+        return CppScheduling
+    if name == "PythonWrapperCodegen":
+        return get_wrapper_codegen_for_device(DEVICE)
+    if name == "CppWrapperCodegen":
+        return get_wrapper_codegen_for_device(DEVICE, cpp_wrapper=True)
+    return get_wrapper_codegen_for_device(DEVICE, fx_wrapper=True)

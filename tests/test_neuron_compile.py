@@ -1,0 +1,179 @@
+"""torch.compile on neuron tensors: inductor's C++ kernels run on device memory (compile.py).
+
+Each test compiles with the default backend (inductor) unless it says otherwise, and compares
+with eager on neuron, or with the same compile on the CPU where the point is "as on the CPU"
+(recompilation, graph breaks).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+from torch import nn
+from torch._inductor.utils import run_and_get_code
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+
+
+class _Block(nn.Module):
+    """A pre-norm transformer block: attention and an MLP, each with a residual."""
+
+    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+def _assert_all_neuron(tensors, what: str) -> None:
+    for t in tensors:
+        assert t.device.type == "neuron", f"{what} is on {t.device}, expected a neuron tensor"
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_compiled_mlp_matches_eager_forward_and_backward(dynamic):
+    eager = _mlp().to("neuron")
+    compiled_model = _mlp().to("neuron")
+    compiled = torch.compile(compiled_model, dynamic=dynamic)
+    for batch in (4, 6):
+        x = torch.randn(batch, 16, device="neuron")
+        expected = eager(x)
+        actual = compiled(x)
+        _assert_all_neuron([actual], "the compiled output")
+        torch.testing.assert_close(actual, expected)
+        expected.square().sum().backward()
+        actual.square().sum().backward()
+    grads = [p.grad for p in compiled_model.parameters()]
+    _assert_all_neuron(grads, "a gradient of the compiled model")
+    for got, want in zip(grads, (p.grad for p in eager.parameters()), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_training_a_transformer_block_compiled_matches_eager(dynamic):
+    torch.manual_seed(0)
+    eager = _Block().to("neuron")
+    model = _Block().to("neuron")
+    model.load_state_dict(eager.state_dict())
+    compiled = torch.compile(model, dynamic=dynamic)
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt_compiled = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        x = torch.randn(2, 5 + (step if dynamic else 0), 16, device="neuron")
+        for net, opt in ((eager, opt_eager), (compiled, opt_compiled)):
+            opt.zero_grad()
+            out = net(x)
+            out.square().mean().backward()
+            opt.step()
+        _assert_all_neuron([out], "the compiled output")
+        _assert_all_neuron([p.grad for p in model.parameters()], "a compiled gradient")
+    for (name, got), want in zip(
+        model.state_dict().items(), eager.state_dict().values(), strict=True
+    ):
+        assert got.device.type == "neuron", name
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_generated_code_allocates_neuron_buffers_never_cpu_ones():
+    def f(x, y):
+        return (x.sin() + y).relu().sum(dim=0), x * 2
+
+    x, y = (torch.randn(8, 8, device="neuron") for _ in range(2))
+    results, codes = run_and_get_code(torch.compile(f), x, y)
+    wrapper = "\n".join(codes)
+    assert "device='neuron'" in wrapper
+    assert "empty_strided_cpu(" not in wrapper, wrapper
+    assert "cpp_fused" in wrapper, "expected inductor's C++ kernels"
+    _assert_all_neuron(results, "a compiled output")
+    for got, want in zip(results, f(x, y), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def _frames_compiled(device: str, inputs) -> int:
+    counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+    compiled = torch.compile(lambda x: (x * x).sum(-1), backend=counter)
+    for shape, dtype in inputs:
+        out = compiled(torch.ones(shape, dtype=dtype, device=device))
+        assert out.device.type == device
+    torch._dynamo.reset()
+    return counter.frame_count
+
+
+def test_recompilation_on_a_new_shape_or_dtype_is_as_on_the_cpu():
+    inputs = [
+        ((4, 3), torch.float32),
+        ((4, 3), torch.float32),  # cached
+        ((5, 3), torch.float32),  # new shape: recompiles, dynamic from here (automatic_dynamic)
+        ((6, 3), torch.float32),  # covered by the dynamic graph
+        ((6, 3), torch.bfloat16),  # new dtype: recompiles (neuron has no float64)
+    ]
+    neuron_frames = _frames_compiled("neuron", inputs)
+    assert neuron_frames == _frames_compiled("cpu", inputs)
+    assert neuron_frames == 3
+
+
+@pytest.mark.parametrize("breaker", ["print", "item"])
+def test_a_graph_break_splits_the_graph_as_on_the_cpu(breaker, capsys):
+    def f(x):
+        y = x.cos() + 1
+        if breaker == "print":
+            print("between graphs")
+        else:
+            y = y * y.sum().item()
+        return y.sin()
+
+    explained = {}
+    for device in ("cpu", "neuron"):
+        x = torch.randn(5, device=device)
+        counter = torch._dynamo.testing.CompileCounterWithBackend("inductor")
+        out = torch.compile(f, backend=counter)(x)
+        assert out.device.type == device
+        torch.testing.assert_close(out.cpu(), f(x).cpu())
+        explained[device] = counter.frame_count, counter.op_count
+        torch._dynamo.reset()
+    assert explained["neuron"] == explained["cpu"]
+    assert explained["neuron"][0] >= 2, "expected the break to split the function in two graphs"
+
+
+def test_backend_neuron_is_inductor_for_neuron_tensors():
+    model = _mlp().to("neuron")
+    x = torch.randn(3, 16, device="neuron")
+    out, codes = run_and_get_code(torch.compile(model, backend="neuron"), x)
+    assert out.device.type == "neuron"
+    assert "cpp_fused" in "\n".join(codes)
+    torch.testing.assert_close(out, model(x))
+    assert "neuron" in torch._dynamo.list_backends()
+
+
+def test_import_torch_does_not_import_inductor(run_python):
+    done = run_python(
+        """
+        import sys, torch
+        assert torch.accelerator.current_accelerator().type == "neuron"
+        loaded = [m for m in ("torch._inductor", "torch._dynamo") if m in sys.modules]
+        print(loaded)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "torch._inductor" not in done.stdout, done.stdout
