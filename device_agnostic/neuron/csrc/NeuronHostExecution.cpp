@@ -466,7 +466,8 @@ class HostExecution {
           return false;
         }
         any_tensor = true;
-      } else if (value.isList() || value.isTensorList() || value.isDevice() ||
+      } else if (value.isTensorList() || is_optional_tensor_list(arguments[i]) ||
+                 (value.isList() && holds_tensor(value)) || value.isDevice() ||
                  value.isGenerator() || is_generator_argument(arguments[i]) ||
                  value.isObject() || value.isCapsule()) {
         return false;
@@ -550,6 +551,15 @@ class HostExecution {
       stack_.emplace_back(std::move(result));
     }
     return true;
+  }
+
+  static bool holds_tensor(const c10::IValue& list) {
+    for (const c10::IValue element : list.toListRef()) {
+      if (!element.isInt() && !element.isDouble() && !element.isBool() && !element.isNone()) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // The argument that the write alias `alias` of a return refers to, or -1.
