@@ -22,6 +22,7 @@
 #include "NeuronGenerator.h"
 #include "NeuronStream.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -473,7 +474,7 @@ class HostExecution {
         return false;
       }
     }
-    if (!any_tensor) {
+    if (!any_tensor || !checks_are_in_the_meta_kernel(arguments)) {
       return false;
     }
     for (const auto& ret : returns) {
@@ -549,6 +550,51 @@ class HostExecution {
     torch::jit::drop(stack_, arguments.size());
     for (auto& result : results) {
       stack_.emplace_back(std::move(result));
+    }
+    return true;
+  }
+
+  // Checks some CPU kernels make that their Meta kernels do not (bool
+  // subtraction, a cast to a lower category in place, writes to internally
+  // overlapping memory) must raise at the call: such calls run synchronously.
+  // Deferred calls have one dtype among their neuron tensors, not bool, and
+  // Python numbers (not bool) of no higher category; no argument written is
+  // overlapping.
+  bool checks_are_in_the_meta_kernel(const std::vector<c10::Argument>& arguments) const {
+    std::optional<c10::ScalarType> dtype;
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (!value.isTensor() || !value.toTensor().defined() ||
+          value.toTensor().device().type() != kDeviceType) {
+        continue;
+      }
+      const auto& tensor = value.toTensor();
+      if (tensor.scalar_type() == c10::kBool || (dtype && *dtype != tensor.scalar_type())) {
+        return false;
+      }
+      dtype = tensor.scalar_type();
+      const auto* alias = arguments[i].alias_info();
+      if (alias != nullptr && alias->isWrite() &&
+          at::has_internal_overlap(tensor) != at::MemOverlap::No) {
+        return false;
+      }
+    }
+    const auto category = [](c10::ScalarType type) {
+      return c10::isComplexType(type) ? 3 : c10::isFloatingType(type) ? 2
+                                          : type == c10::kBool       ? 0
+                                                                     : 1;
+    };
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (value.isTensor() && value.toTensor().defined() && value.toTensor().is_cpu() &&
+          (!dtype || value.toTensor().scalar_type() == c10::kBool ||
+           category(value.toTensor().scalar_type()) > category(*dtype))) {
+        return false;
+      }
+      if (value.isScalar() && (value.isBool() || (dtype && category(value.toScalar().type()) >
+                                                                category(*dtype)))) {
+        return false;
+      }
     }
     return true;
   }
