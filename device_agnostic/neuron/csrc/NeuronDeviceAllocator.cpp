@@ -406,6 +406,11 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    // Async mode: storages dropped by the host are freed when the work using
+    // them has run; count them as freed, as CUDA's allocator does at once.
+    if (async_enabled() && device >= 0) {
+      drain_device(device);
+    }
     return memory(resolve_device_index(device)).stats();
   }
 

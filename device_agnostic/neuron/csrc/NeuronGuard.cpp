@@ -96,11 +96,12 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   bool queryStream(const c10::Stream& stream) const override {
     check_stream(stream);
-    return true; // see NeuronStream.h: work completes as it is issued
+    return stream_idle(stream); // always idle in synchronous mode (NeuronStream.h)
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
     check_stream(stream);
+    drain_stream(stream);
   }
 
   void synchronizeEvent(void* event) const override {
@@ -108,7 +109,7 @@ struct NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
-    resolve_device_index(device_index);
+    drain_device(resolve_device_index(device_index));
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {

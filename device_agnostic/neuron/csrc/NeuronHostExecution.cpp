@@ -20,8 +20,12 @@
 #include "NeuronHostExecution.h"
 
 #include "NeuronGenerator.h"
+#include "NeuronStream.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/core/op_registration/op_registration.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
@@ -30,6 +34,7 @@
 #include <torch/library.h>
 
 #include <cstring>
+#include <memory>
 
 namespace neuron {
 namespace {
@@ -193,6 +198,13 @@ class HostExecution {
         "' is not implemented for neuron: it has no CPU kernel to execute on "
         "device memory. Move the inputs to the CPU for this operation, or "
         "register a neuron kernel for it.");
+    if (async_enabled()) {
+      if (try_enqueue()) {
+        return;
+      }
+      // Not provably safe to defer: run here, after the stream's work.
+      drain_current_stream(device_);
+    }
     to_host_arguments();
     {
       HostExecutionScope scope(device_);
@@ -426,6 +438,218 @@ class HostExecution {
       }
     }
   }
+
+  // Asynchronous mode (NeuronAsync.cpp). An operator is deferred to the
+  // current stream's worker only when its results' metadata is known without
+  // running it: every tensor argument is a plain neuron tensor or a Python
+  // number (no other CPU tensors, lists, generators, device arguments or conj/neg bits), every
+  // return is a tensor that is either new or an in-place/out= argument (no
+  // views), and its Meta kernel computes the results' sizes, strides and
+  // dtypes without resizing any in-place/out= argument. New results are
+  // allocated here, on the issuing thread; the worker runs the CPU kernel on
+  // host views and copies each new result into its preallocated tensor. The
+  // closure holds the host views and the device storages (never a neuron
+  // TensorImpl, which may own a Python object), so memory stays alive until
+  // the work ran. Anything else returns false and runs synchronously.
+  bool try_enqueue() {
+    const auto& arguments = schema_.arguments();
+    const auto& returns = schema_.returns();
+    bool any_tensor = false;
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (value.isTensor()) {
+        const auto& tensor = value.toTensor();
+        if (!tensor.defined() || (tensor.is_cpu() && tensor.unsafeGetTensorImpl()->is_wrapped_number())) {
+          continue; // a Python number: a fresh CPU scalar that nothing else sees
+        }
+        if (tensor.device().type() != kDeviceType || tensor.is_conj() || tensor.is_neg() ||
+            tensor.layout() != c10::kStrided || !tensor.has_storage()) {
+          return false;
+        }
+        any_tensor = true;
+      } else if (value.isTensorList() || is_optional_tensor_list(arguments[i]) ||
+                 (value.isList() && holds_tensor(value)) || value.isDevice() ||
+                 value.isGenerator() || is_generator_argument(arguments[i]) ||
+                 value.isObject() || value.isCapsule()) {
+        return false;
+      }
+    }
+    if (!any_tensor || !checks_are_in_the_meta_kernel(arguments)) {
+      return false;
+    }
+    for (const auto& ret : returns) {
+      if (ret.type()->kind() != c10::TypeKind::TensorType) {
+        return false;
+      }
+      const auto* alias = ret.alias_info();
+      if (alias != nullptr && (!alias->isWrite() || written_argument(*alias) < 0)) {
+        return false;
+      }
+    }
+    // Results' metadata from the Meta kernel, on meta twins of the arguments.
+    torch::jit::Stack meta_stack(stack_.begin() + static_cast<std::ptrdiff_t>(first_),
+                                 stack_.end());
+    for (auto& value : meta_stack) {
+      if (value.isTensor() && value.toTensor().defined() &&
+          value.toTensor().device().type() == kDeviceType) {
+        value = meta_twin(value.toTensor());
+      }
+    }
+    try {
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    } catch (const std::exception&) {
+      return false; // no Meta kernel, or data-dependent: run synchronously
+    }
+    if (meta_stack.size() != returns.size()) {
+      return false;
+    }
+    std::vector<at::Tensor> results(returns.size());
+    for (size_t j = 0; j < returns.size(); ++j) {
+      if (!meta_stack[j].isTensor()) {
+        return false;
+      }
+      const auto& meta = meta_stack[j].toTensor();
+      if (!meta.defined() || meta.layout() != c10::kStrided ||
+          !is_supported_dtype(meta.scalar_type())) {
+        return false;
+      }
+      const auto* alias = returns[j].alias_info();
+      if (alias != nullptr) {
+        const auto& original = stack_[first_ + written_argument(*alias)].toTensor();
+        if (meta.sizes() != original.sizes() || meta.strides() != original.strides() ||
+            meta.storage_offset() != original.storage_offset() ||
+            meta.scalar_type() != original.scalar_type()) {
+          return false; // the kernel would resize it: run synchronously
+        }
+        results[j] = original;
+      }
+    }
+    for (size_t j = 0; j < returns.size(); ++j) {
+      if (!results[j].defined()) {
+        const auto& meta = meta_stack[j].toTensor();
+        results[j] = at::empty_strided(
+            meta.sizes(), meta.strides(),
+            at::TensorOptions().dtype(meta.scalar_type()).device(kDeviceType, device_));
+      }
+    }
+    // Host views of the arguments and of the new results, for the worker.
+    to_host_arguments();
+    auto work = std::make_shared<DeferredKernel>();
+    work->op = op_;
+    work->device = device_;
+    work->stack.assign(stack_.begin() + static_cast<std::ptrdiff_t>(first_), stack_.end());
+    for (size_t j = 0; j < returns.size(); ++j) {
+      if (returns[j].alias_info() == nullptr) {
+        work->outputs.push_back(views_.view_of(results[j]));
+      } else {
+        work->outputs.emplace_back(); // written in place by the kernel
+      }
+    }
+    work->views = std::move(views_);
+    enqueue_on_stream(current_stream(device_), [work] { work->run(); });
+    torch::jit::drop(stack_, arguments.size());
+    for (auto& result : results) {
+      stack_.emplace_back(std::move(result));
+    }
+    return true;
+  }
+
+  // Checks some CPU kernels make that their Meta kernels do not (bool
+  // subtraction, a cast to a lower category in place, writes to internally
+  // overlapping memory) must raise at the call: such calls run synchronously.
+  // Deferred calls have one dtype among their neuron tensors, not bool, and
+  // Python numbers (not bool) of no higher category; no argument written is
+  // overlapping.
+  bool checks_are_in_the_meta_kernel(const std::vector<c10::Argument>& arguments) const {
+    std::optional<c10::ScalarType> dtype;
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (!value.isTensor() || !value.toTensor().defined() ||
+          value.toTensor().device().type() != kDeviceType) {
+        continue;
+      }
+      const auto& tensor = value.toTensor();
+      if (tensor.scalar_type() == c10::kBool || (dtype && *dtype != tensor.scalar_type())) {
+        return false;
+      }
+      dtype = tensor.scalar_type();
+      const auto* alias = arguments[i].alias_info();
+      if (alias != nullptr && alias->isWrite() &&
+          at::has_internal_overlap(tensor) != at::MemOverlap::No) {
+        return false;
+      }
+    }
+    const auto category = [](c10::ScalarType type) {
+      return c10::isComplexType(type) ? 3 : c10::isFloatingType(type) ? 2
+                                          : type == c10::kBool       ? 0
+                                                                     : 1;
+    };
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (value.isTensor() && value.toTensor().defined() && value.toTensor().is_cpu() &&
+          (!dtype || value.toTensor().scalar_type() == c10::kBool ||
+           category(value.toTensor().scalar_type()) > category(*dtype))) {
+        return false;
+      }
+      if (value.isScalar() && (value.isBool() || (dtype && category(value.toScalar().type()) >
+                                                                category(*dtype)))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  static bool holds_tensor(const c10::IValue& list) {
+    for (const c10::IValue element : list.toListRef()) {
+      if (!element.isInt() && !element.isDouble() && !element.isBool() && !element.isNone()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The argument that the write alias `alias` of a return refers to, or -1.
+  int written_argument(const c10::AliasInfo& alias) const {
+    const auto& arguments = schema_.arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto* argument_alias = arguments[i].alias_info();
+      if (argument_alias != nullptr && argument_alias->isWrite() &&
+          argument_alias->beforeSets() == alias.beforeSets() &&
+          stack_[first_ + i].isTensor()) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
+  }
+
+  static at::Tensor meta_twin(const at::Tensor& tensor) {
+    const auto itemsize = static_cast<int64_t>(tensor.dtype().itemsize());
+    const auto elements = static_cast<int64_t>(tensor.storage().nbytes()) / itemsize;
+    auto base = at::empty({elements}, at::TensorOptions().dtype(tensor.scalar_type())
+                                          .device(c10::DeviceType::Meta));
+    return base.as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+  }
+
+  // One deferred kernel: the CPU kernel's boxed arguments (host views), the
+  // host views of the new results, and the device storages behind them all.
+  struct DeferredKernel {
+    std::optional<c10::OperatorHandle> op;
+    c10::DeviceIndex device = -1;
+    torch::jit::Stack stack;
+    std::vector<at::Tensor> outputs;
+    HostViews views;
+
+    void run() {
+      HostExecutionScope scope(device);
+      op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
+      for (size_t j = 0; j < outputs.size() && j < stack.size(); ++j) {
+        if (outputs[j].defined()) {
+          outputs[j].copy_(stack[j].toTensor());
+        }
+      }
+      stack.clear();
+    }
+  };
 
   at::Tensor original_of(const at::Tensor& host) {
     for (auto& [tensor, view] : mutated_) {

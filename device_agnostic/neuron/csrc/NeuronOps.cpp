@@ -80,6 +80,7 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   c10::DeviceGuard guard(self.device());
+  drain_current_stream(self.device().index()); // growing copies the old bytes
   return at::native::resize_(self, size, memory_format);
 }
 
@@ -118,6 +119,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (dst.numel() == 0) {
     return dst;
   }
+  // Copies run on the issuing thread: in async mode, after the current
+  // stream's pending work (a copy to the CPU synchronizes, as on CUDA).
+  if (self_on_neuron) {
+    drain_current_stream(self.device().index());
+  }
+  if (dst_on_neuron && !(self_on_neuron && self.device() == dst.device())) {
+    drain_current_stream(dst.device().index());
+  }
   auto source = self_on_neuron ? host_view(self) : self;
   auto target = dst_on_neuron ? host_view(dst) : dst;
   // Copies complete before returning: non_blocking is satisfied trivially.
@@ -135,6 +144,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  drain_current_stream(self.device().index()); // .item() synchronizes
   return at::_local_scalar_dense(host_view(self));
 }
 

@@ -48,6 +48,7 @@ at::Tensor host_alias(const at::Tensor& tensor) {
   TORCH_CHECK(!tensor.is_conj() && !tensor.is_neg(),
               "The neuron process group cannot move a tensor with a lazy conj/neg bit; call "
               ".resolve_conj() / .resolve_neg() first.");
+  drain_current_stream(tensor.device().index()); // gloo reads it on the host
   const c10::Storage& storage = tensor.storage();
   void* data = storage.mutable_data();
   c10::DataPtr data_ptr(data, new c10::Storage(storage), &release_storage,

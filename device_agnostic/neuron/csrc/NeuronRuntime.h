@@ -8,7 +8,9 @@
 // host execution of ATen kernels (NeuronHostExecution.cpp) and the profiler's
 // device timing, from those events (NeuronProfiler.cpp). The
 // torch.distributed backend, gloo over aliases of device memory, is in
-// NeuronProcessGroup.cpp (its own header: it needs c10d's).
+// NeuronProcessGroup.cpp (its own header: it needs c10d's). The opt-in
+// asynchronous mode (NEURON_LAUNCH_BLOCKING=0: per-stream work queues, each
+// run by its own worker thread) is in NeuronAsync.cpp.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -19,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace neuron {
@@ -93,5 +96,21 @@ class HostExecutionScope {
  private:
   c10::DeviceIndex previous_;
 };
+
+// ---- asynchronous execution (NeuronAsync.cpp) ------------------------------
+
+// True when NEURON_LAUNCH_BLOCKING=0: host execution enqueues kernels on the
+// current stream's worker instead of running them. Default: false.
+bool async_enabled();
+// Appends `work` to `stream`'s queue (async mode only); returns at once.
+void enqueue_on_stream(const c10::Stream& stream, std::function<void()> work);
+// True when all work enqueued on `stream` has completed.
+bool stream_idle(const c10::Stream& stream);
+// Wait for the work enqueued so far; rethrow the first error it raised.
+void drain_stream(const c10::Stream& stream);
+void drain_device(c10::DeviceIndex device);
+// Before reading or writing device memory on the issuing thread: waits for
+// the current stream of `device` (no-op in synchronous mode).
+void drain_current_stream(c10::DeviceIndex device);
 
 } // namespace neuron

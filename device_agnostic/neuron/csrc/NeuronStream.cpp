@@ -5,6 +5,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 
 namespace neuron {
 namespace {
@@ -24,11 +27,39 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, device), id);
 }
 
+// An event's completion state, shared with the closures that complete it or
+// wait for it (async mode), so that destroying the event is always safe.
+// Each record bumps `recorded`; the event is complete when `completed` has
+// caught up, i.e. when the work issued before the latest record has run.
+struct EventState {
+  std::mutex mutex;
+  std::condition_variable cv;
+  uint64_t recorded = 0;
+  uint64_t completed = 0;
+  std::chrono::steady_clock::time_point timestamp;
+
+  void complete(uint64_t generation) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (generation > completed) {
+        completed = generation;
+        timestamp = std::chrono::steady_clock::now();
+      }
+    }
+    cv.notify_all();
+  }
+
+  void wait_for(uint64_t generation) {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return completed >= generation; });
+  }
+};
+
 struct NeuronEvent {
   c10::DeviceIndex device;
   bool enable_timing;
   bool recorded = false;
-  std::chrono::steady_clock::time_point timestamp;
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
 
 } // namespace
@@ -90,25 +121,61 @@ void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex devi
               static_cast<int>(neuron_event->device),
               " does not match recording stream's device ",
               static_cast<int>(stream.device_index()), ".");
-  // All work issued to the stream so far has completed (see NeuronStream.h).
-  neuron_event->timestamp = std::chrono::steady_clock::now();
   neuron_event->recorded = true;
+  auto state = neuron_event->state;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    generation = ++state->recorded;
+  }
+  if (async_enabled()) {
+    // Completes when the stream's worker reaches it: after the work before it.
+    enqueue_on_stream(stream, [state, generation] { state->complete(generation); });
+  } else {
+    // All work issued to the stream so far has completed (see NeuronStream.h).
+    state->complete(generation);
+  }
 }
 
 void block_on_event(void* event, const c10::Stream& stream) {
   check_stream(stream);
-  // Nothing to wait for: the recorded work has completed. An event that was
-  // never recorded does nothing, as in CUDA.
-  (void)event;
+  // An event that was never recorded does nothing, as in CUDA. In synchronous
+  // mode the recorded work has completed: nothing to wait for.
+  auto* neuron_event = static_cast<NeuronEvent*>(event);
+  if (neuron_event == nullptr || !async_enabled()) {
+    return;
+  }
+  auto state = neuron_event->state;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    generation = state->recorded;
+  }
+  // Work issued to `stream` after this point waits for the recorded work. The
+  // waited-for generation was enqueued before this wait, so no cycle forms.
+  enqueue_on_stream(stream, [state, generation] { state->wait_for(generation); });
 }
 
 bool query_event(void* event) {
-  (void)event;
-  return true;
+  auto* neuron_event = static_cast<NeuronEvent*>(event);
+  if (neuron_event == nullptr) {
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(neuron_event->state->mutex);
+  return neuron_event->state->completed >= neuron_event->state->recorded;
 }
 
 void synchronize_event(void* event) {
-  (void)event;
+  auto* neuron_event = static_cast<NeuronEvent*>(event);
+  if (neuron_event == nullptr) {
+    return;
+  }
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(neuron_event->state->mutex);
+    generation = neuron_event->state->recorded;
+  }
+  neuron_event->state->wait_for(generation);
 }
 
 double event_elapsed_ms(void* start, void* end) {
@@ -122,9 +189,20 @@ double event_elapsed_ms(void* start, void* end) {
               "Both events must be recorded on the same device to calculate elapsed time, "
               "but got neuron:", static_cast<int>(first->device), " and neuron:",
               static_cast<int>(second->device), ".");
+  synchronize_event(start);
+  synchronize_event(end);
+  std::chrono::steady_clock::time_point from;
+  std::chrono::steady_clock::time_point to;
+  {
+    std::lock_guard<std::mutex> lock(first->state->mutex);
+    from = first->state->timestamp;
+  }
+  {
+    std::lock_guard<std::mutex> lock(second->state->mutex);
+    to = second->state->timestamp;
+  }
   const auto nanoseconds =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(second->timestamp - first->timestamp)
-          .count();
+      std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count();
   return static_cast<double>(nanoseconds) / 1e6;
 }
 

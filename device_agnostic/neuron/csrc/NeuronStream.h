@@ -1,9 +1,12 @@
 // Streams and events of the neuron runtime.
 //
-// Execution model: every operation runs to completion on the host thread that
-// issues it, in issue order. A stream is therefore always idle when queried,
-// work on one stream stays in that stream's order, and an event's timestamp is
-// taken when it is recorded (all earlier work being already done). The
+// Execution model (default, NEURON_LAUNCH_BLOCKING=1): every operation runs
+// to completion on the host thread that issues it, in issue order. A stream
+// is therefore always idle when queried, work on one stream stays in that
+// stream's order, and an event's timestamp is taken when it is recorded (all
+// earlier work being already done). In the opt-in asynchronous mode
+// (NEURON_LAUNCH_BLOCKING=0, NeuronAsync.cpp) recording an event enqueues its
+// completion on the stream, and waiting on one enqueues a wait for it. The
 // bookkeeping (pools, priorities, a thread-local current stream per device,
 // event devices and timing flags) follows CUDA's rules, so that code written
 // against torch.Stream/torch.Event behaves, and fails, as it would there.
