@@ -230,6 +230,23 @@ def init_spellings(device: torch.device, spelling: str) -> None:
     assert_same(f"{spelling}: all_reduce", tensor, torch.full((3,), 3.0))
 
 
+def train_steps(model: torch.nn.Module, on: torch.device, seed: int, steps: int) -> list[float]:
+    """SGD with momentum on batches drawn on the CPU from ``seed`` (the same on every device);
+    the losses."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    generator = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(steps):
+        inputs = torch.randn(16, 8, generator=generator).to(on)
+        targets = torch.randn(16, 4, generator=generator).to(on)
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
 def ddp(device: torch.device) -> None:
     """DDP training on neuron matches the same training on the CPU over gloo."""
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -243,17 +260,7 @@ def ddp(device: torch.device) -> None:
             torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)
         ).to(on)
         model = DDP(model, process_group=group, bucket_cap_mb=0.0001)  # several buckets
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        generator = torch.Generator().manual_seed(1000 + rank)  # each rank its own batches
-        losses = []
-        for _ in range(5):
-            inputs = torch.randn(16, 8, generator=generator).to(on)
-            targets = torch.randn(16, 4, generator=generator).to(on)
-            loss = torch.nn.functional.mse_loss(model(inputs), targets)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+        losses = train_steps(model, on, seed=1000 + rank, steps=5)  # each rank its own batches
         return losses, {k: v.cpu() for k, v in model.module.state_dict().items()}
 
     neuron_losses, neuron_state = train(device, None)
@@ -306,17 +313,7 @@ def dtensor_fsdp2(device: torch.device) -> None:
         ).to(on)
         for layer in (model[0], model[2], model):
             fully_shard(layer, mesh=mesh)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        generator = torch.Generator().manual_seed(2000 + rank)
-        losses = []
-        for _ in range(4):
-            inputs = torch.randn(16, 8, generator=generator).to(on)
-            targets = torch.randn(16, 4, generator=generator).to(on)
-            loss = torch.nn.functional.mse_loss(model(inputs), targets)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+        losses = train_steps(model, on, seed=2000 + rank, steps=4)
         state = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
         return losses, state
 
@@ -338,7 +335,9 @@ def main() -> None:
         dist.init_process_group("neuron")
         {"collectives": collectives, "ddp": ddp, "dtensor_fsdp2": dtensor_fsdp2}[scenario](device)
     dist.destroy_process_group()
-    print(f"PASS {scenario} {rank}", flush=True)
+    # One write of the whole line: both ranks share torchrun's stdout, and print() writes the
+    # text and its newline separately, so two ranks' lines could run together.
+    os.write(1, f"PASS {scenario} {rank}\n".encode())
 
 
 if __name__ == "__main__":
