@@ -88,10 +88,15 @@ def test_lines_without_findings_cost_little_to_fix() -> None:
     times = {}
     for name, data in (("dense", dense), ("sparse", sparse)):
         findings = todo(data)
-        start = time.process_time()
-        _, applied = apply_fixes("big.py", data, findings)
-        times[name] = time.process_time() - start
-        assert len(applied) == len(findings) == 100
+        # The best of three: a collection or another process's burst only ever adds time (one
+        # run under CI load once measured 0.67 s against 0.075 s for the same work).
+        runs = []
+        for _ in range(3):
+            start = time.process_time()
+            _, applied = apply_fixes("big.py", data, findings)
+            runs.append(time.process_time() - start)
+            assert len(applied) == len(findings) == 100
+        times[name] = min(runs)
     # The same 100 rewrites among 40x the lines: libcst is not run over the lines without any.
     assert times["sparse"] <= 8 * times["dense"], times
 
