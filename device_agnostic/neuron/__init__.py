@@ -163,6 +163,10 @@ def _register() -> None:
     from . import distributed
 
     distributed._register()
+    # backward() over neuron tensors runs on the calling thread, as on the CPU (autograd.py).
+    from . import autograd
+
+    autograd.install()
 
 
 _register()
