@@ -192,10 +192,12 @@ def test_torchs_device_thread_on_request_and_a_clear_error_for_a_bad_value():
 
 
 # The most a trivial backward, (x * 2).sum().backward() on 1e3 elements, may cost on neuron
-# relative to the CPU: about 1.3x with backward on the calling thread; 2-6x on torch's device
-# thread (two cross-thread handoffs, +35 to +150 us, on ~25 us). The fastest of interleaved
-# blocks, so that another process's load hits both devices and cancels out.
-MAX_BACKWARD_RATIO = 1.8
+# relative to the CPU. Measured 2026-12-02 on the shared 2-core machine (load ~18), three runs
+# each: 1.09-1.16 with backward on the calling thread; 1.64-7.8 on torch's device thread
+# (NEURON_AUTOGRAD_DEVICE_THREADS=1: two cross-thread handoffs per backward). Each run is the
+# fastest of interleaved blocks, and the test takes the best of three runs, so that another
+# process's load hits both devices and cancels out.
+MAX_BACKWARD_RATIO = 1.4
 
 
 def backward_ratio(rounds: int = 15, calls: int = 40) -> float:
