@@ -5,6 +5,7 @@ with torch's autograd semantics kept: hooks, reentrant backward, several threads
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -164,8 +165,6 @@ CHILD = textwrap.dedent(
 
 
 def run_child(env_value: str | None) -> subprocess.CompletedProcess[str]:
-    import os
-
     env = dict(os.environ)
     env.pop(neuron_autograd.ENV_DEVICE_THREADS, None)
     if env_value is not None:

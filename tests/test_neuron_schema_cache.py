@@ -71,7 +71,7 @@ def test_operators_registered_after_the_first_call_and_redefined_with_another_sc
     first = torch.library.Library(name, "DEF")
     first.define("f(Tensor x) -> Tensor")
     first.impl("f", lambda x: x * 2, "CPU")
-    op = getattr(getattr(torch.ops, name), "f")
+    op = getattr(torch.ops, name).f
     torch.testing.assert_close(op(torch.ones(3, device="neuron")).cpu(), torch.full((3,), 2.0))
     assert cached() == before + 1
     first._destroy()
@@ -86,7 +86,7 @@ def test_operators_registered_after_the_first_call_and_redefined_with_another_sc
         return x.add_(y)
 
     second.impl("f", f_inplace, "CPU")
-    op = getattr(getattr(torch.ops, name), "f")
+    op = getattr(torch.ops, name).f
     x = torch.zeros(3, device="neuron")
     result = op(x, torch.full((3,), 5.0, device="neuron"))
     assert result.data_ptr() == x.data_ptr()
