@@ -44,6 +44,15 @@ def test_results_of_host_execution_are_full_neuron_tensors():
     # autocast keys must all be neuron's.
     x = torch.randn(4, 4, device="neuron") + 1
     assert x.device.type == "neuron" and not x.is_cpu
+    keys = torch._C._dispatch_keys
+    assert keys(x) == keys(torch.empty(4, 4, device="neuron"))
+    assert keys(torch.randn(4, 4, device="neuron").conj() * 1j).has(
+        torch._C.DispatchKey.PrivateUse1
+    )
+    with torch.inference_mode():
+        y = torch.randn(4, 4, device="neuron") + 1
+        assert y.is_inference() and y.device.type == "neuron"
+        assert keys(y) == keys(torch.empty(4, 4, device="neuron"))
     x.requires_grad_()
     (x * x).sum().backward()
     torch.testing.assert_close(x.grad.cpu(), 2 * x.detach().cpu())
@@ -65,14 +74,20 @@ def test_cpu_index_tensors_and_cpu_out_arguments_keep_their_rules():
 
 def test_operators_registered_after_the_first_call_and_redefined_with_another_schema():
     name = f"neuron_schema_cache_{next(_names)}"
-    torch.add(torch.ones(2, device="neuron"), 1)  # the cache is in use already
+    # Every other operator this test runs on neuron runs once first, so that the count below
+    # moves with the library's operator only.
+    ones = torch.ones(3, device="neuron")
+    fives = torch.full((3,), 5.0, device="neuron")
+    scalar = torch.ones([], device="neuron")
+    x = ones * 0
+    torch.add(ones, 1).cpu()
     before = cached()
 
     first = torch.library.Library(name, "DEF")
     first.define("f(Tensor x) -> Tensor")
     first.impl("f", lambda x: x * 2, "CPU")
     op = getattr(torch.ops, name).f
-    torch.testing.assert_close(op(torch.ones(3, device="neuron")).cpu(), torch.full((3,), 2.0))
+    torch.testing.assert_close(op(ones).cpu(), torch.full((3,), 2.0))
     assert cached() == before + 1
     first._destroy()
     assert cached() == before, "the deregistered operator's facts were kept"
@@ -87,12 +102,11 @@ def test_operators_registered_after_the_first_call_and_redefined_with_another_sc
 
     second.impl("f", f_inplace, "CPU")
     op = getattr(torch.ops, name).f
-    x = torch.zeros(3, device="neuron")
-    result = op(x, torch.full((3,), 5.0, device="neuron"))
+    result = op(x, fives)
     assert result.data_ptr() == x.data_ptr()
     torch.testing.assert_close(x.cpu(), torch.full((3,), 5.0))
     # A 0-dim CPU tensor may be an input of a neuron operator, never its written argument.
     with pytest.raises(RuntimeError, match="same device"):
-        op(torch.zeros([]), torch.ones([], device="neuron"))
+        op(torch.zeros([]), scalar)
     second._destroy()
     assert cached() == before

@@ -158,6 +158,17 @@ class HostViews {
   c10::SmallVector<StoragePair, 4> storages_;
 };
 
+// The dispatch keys of a plain dense CPU tensor made outside inference mode
+// (what TensorImpl's constructor gives a CPU storage): backend, autograd,
+// ADInplaceOrView and autocast keys.
+c10::DispatchKeySet fresh_cpu_keys() {
+  static const c10::DispatchKeySet keys =
+      c10::DispatchKeySet(c10::DispatchKey::CPU) |
+      c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::CPUBit) |
+      c10::getAutocastRelatedKeySetFromBackend(c10::BackendComponent::CPUBit);
+  return keys;
+}
+
 // A neuron tensor with `host`'s geometry over `storage`.
 at::Tensor device_tensor(const at::Tensor& host, c10::Storage storage) {
   auto tensor = at::detail::make_tensor<c10::TensorImpl>(
@@ -574,10 +585,13 @@ class HostExecution {
     // converted once and then reused as is).
     auto* impl = host.unsafeGetTensorImpl();
     if (host.use_count() == 1 && host.weak_use_count() == 1 &&
-        typeid(*impl) == typeid(c10::TensorImpl)) {
-      // Nothing but this stack slot holds the kernel's fresh result: make its
-      // TensorImpl a neuron tensor in place (device from the storage, backend
-      // keys) instead of allocating and filling a second one for every result.
+        typeid(*impl) == typeid(c10::TensorImpl) && impl->allow_tensor_metadata_change() &&
+        impl->key_set() == fresh_cpu_keys()) {
+      // Nothing but this stack slot holds the kernel's fresh result, a plain
+      // dense CPU tensor (no conj/neg/zero-tensor bits, not an inference
+      // tensor): make its TensorImpl a neuron tensor in place (device from
+      // the storage, backend keys) instead of allocating and filling a second
+      // TensorImpl for every result. Anything else is wrapped as before.
       impl->set_storage_keep_dtype(host.storage());
       impl->_change_backend_component_keys(c10::Device(kDeviceType, device_));
       return host;
