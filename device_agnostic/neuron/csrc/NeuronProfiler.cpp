@@ -11,6 +11,7 @@
 // recorded on the current stream, timed like torch.Event(enable_timing=True).
 // Work runs to completion when issued (see NeuronStream.h), so the time
 // between an operator's two events is the time its work took on the device.
+#include "NeuronKinetoPlugin.h"
 #include "NeuronStream.h"
 
 #include <c10/core/DeviceGuard.h>
@@ -34,6 +35,10 @@ struct NeuronProfilerStubs final : ProfilerStubs {
     }
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
+    }
+    if (kineto_session_recording()) {
+      *event = ProfilerVoidEventStub();
+      return;
     }
     void* raw = nullptr;
     record_event(&raw, current_stream(index), index, c10::EventFlag::BACKEND_DEFAULT);
