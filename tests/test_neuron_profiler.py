@@ -171,6 +171,27 @@ def test_a_cpu_only_profile_has_no_device_events(tmp_path):
     assert all(e.device_time_total == 0 for e in prof.events())
 
 
+UNUSED_NEURON_SCRIPT = """
+import json, torch
+x = torch.randn(64, 64)
+with torch.profiler.profile() as p:  # every supported activity: CPU and neuron's
+    x @ x
+print(json.dumps({"initialized": torch.neuron.is_initialized(),
+                  "kernels": [e.name for e in p.events() if e.name.startswith("neuron::")]}))
+"""
+
+
+def test_a_program_that_has_not_used_neuron_is_neither_timed_nor_initialized_by_the_profiler():
+    # torch.profiler.profile() with no activities asks for neuron's too. Initializing the runtime
+    # from the profiler would leave the program's forked children unable to use neuron.
+    result = subprocess.run(
+        [sys.executable, "-c", UNUSED_NEURON_SCRIPT], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures == {"initialized": False, "kernels": []}
+
+
 @pytest.mark.parametrize("profiler", ["legacy", "kineto"])
 def test_device_time_is_counted_once_through_nested_operators(profiler):
     # aten::linear -> aten::addmm (and aten::t -> aten::transpose -> aten::as_strided): each

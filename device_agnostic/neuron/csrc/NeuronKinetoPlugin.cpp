@@ -118,6 +118,13 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
     if (!device_activities_ && !legacy) {
       return;
     }
+    // torch.profiler.profile() asks for every supported activity, ours
+    // included: a program that has not used neuron is not timed on it (its
+    // operators ran on other devices), and the profiler does not initialize
+    // the runtime (a fork after that would leave children unable to use it).
+    if (!is_initialized() || is_in_bad_fork()) {
+      return;
+    }
     timing_ = true;
     start_ns_ = c10::getTime();
     generation.fetch_add(1);
@@ -133,36 +140,43 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 
+  // Both run inside torch's callback of every operator, which must not throw:
+  // a failure stops the timing and is reported through errors().
   void pushCorrelationId(uint64_t id) override {
     if (!recording.load(std::memory_order_relaxed)) {
       return;
     }
-    auto& stack = thread_stack();
-    auto now = new_event();
-    if (!stack.open.empty()) {
-      add_stretch(stack.open.back(), now);
-    }
-    stack.open.push_back({id, std::move(now)});
+    guarded([&] {
+      auto& stack = thread_stack();
+      auto now = new_event();
+      if (!stack.open.empty()) {
+        add_stretch(stack.open.back(), now);
+      }
+      stack.open.push_back({id, std::move(now)});
+    });
   }
 
   void popCorrelationId() override {
     if (!recording.load(std::memory_order_relaxed)) {
       return;
     }
-    auto& stack = thread_stack();
-    if (stack.open.empty()) {
-      return; // it started before this recording did
-    }
-    auto now = new_event();
-    add_stretch(stack.open.back(), now);
-    stack.open.pop_back();
-    if (!stack.open.empty()) {
-      stack.open.back().since = std::move(now);
-    }
+    guarded([&] {
+      auto& stack = thread_stack();
+      if (stack.open.empty()) {
+        return; // it started before this recording did
+      }
+      auto now = new_event();
+      add_stretch(stack.open.back(), now);
+      stack.open.pop_back();
+      if (!stack.open.empty()) {
+        stack.open.back().since = std::move(now);
+      }
+    });
   }
 
   std::vector<std::string> errors() override {
-    return {};
+    std::lock_guard<std::mutex> lock(mutex_);
+    return errors_;
   }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
@@ -234,6 +248,17 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
   // Device tracks after the CPU's in the viewer, as CUDA's are.
   static constexpr int64_t kSortIndex = 0x1000000;
 
+  template <typename F>
+  void guarded(F&& body) {
+    try {
+      body();
+    } catch (const std::exception& error) {
+      recording.store(false);
+      std::lock_guard<std::mutex> lock(mutex_);
+      errors_.push_back(std::string("neuron: device timing stopped: ") + error.what());
+    }
+  }
+
   void add_stretch(const OpenOperator& op, const Event& to) {
     // A stretch that changed device on the way has no device time: its two
     // events are on different devices' clocks on real hardware.
@@ -273,6 +298,7 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
   int64_t end_ns_ = 0;
   std::mutex mutex_;
   std::deque<Stretch> stretches_;
+  std::vector<std::string> errors_;
   std::unordered_map<c10::DeviceIndex, Anchor> anchors_;
   std::set<std::pair<c10::DeviceIndex, c10::StreamId>> streams_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
