@@ -65,6 +65,8 @@ PYBIND11_MODULE(_C, m) {
                                        stream_id));
   });
   m.def("_allocate_from_native_threads", &allocate_from_native_threads);
+  m.def("_host_execution_cached_operators", &host_execution_cached_operators,
+        "How many operators' schema facts host execution holds (used by the tests).");
   // Takes and returns torch._C._distributed_c10d.Backend objects: call only
   // after torch.distributed is imported (it registers that Python type).
   m.def("_make_process_group", &make_process_group, py::arg("host_backend"),
