@@ -381,11 +381,17 @@ class ConformanceSession:
         groups = failure_groups([dataclasses.asdict(r) for r in self.results.values()])
         if groups:
             failing = sum(len(members) for _, members in groups)
-            terminalreporter.write_line(f"failures by root cause: {failing} in {len(groups)} causes")
+            terminalreporter.write_line(
+                f"failures by root cause: {failing} in {len(groups)} causes"
+            )
             for (_, where), members in groups:
                 error = members[0]["error"] or members[0]["detail"].strip().splitlines()[-1]
                 folded = next((m["dispatcher_dump"] for m in members if m["dispatcher_dump"]), "")
-                note = f" [dispatcher dump, {len(folded.splitlines())} lines, folded]" if folded else ""
+                note = (
+                    f" [dispatcher dump, {len(folded.splitlines())} lines, folded]"
+                    if folded
+                    else ""
+                )
                 terminalreporter.write_line(
                     f"  {len(members):>4} x {error}" + (f"  (in {where})" if where else "") + note,
                     red=True,
@@ -485,9 +491,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    if _SESSION_KEY in config.stash and (
-        config.getoption("backend") or _session(config).probed
-    ):
+    if _SESSION_KEY in config.stash and (config.getoption("backend") or _session(config).probed):
         return _session(config).header()
     return []
 

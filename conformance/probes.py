@@ -186,8 +186,6 @@ FLAG_PROBES: dict[str, Callable[[torch.device], Probe]] = {
 assert set(FLAG_PROBES) == set(CAPABILITY_FLAGS), "a capability flag without a probe"
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class Probed:
     """Every probe's answer for one backend."""
@@ -246,7 +244,10 @@ def probe(backend: str) -> Probed:
     if usable is not None:
         full = test_autocast._operands(torch.device("cpu"))
         low = test_autocast._operands(torch.device("cpu"), usable)
-        ops = {**test_autocast.LOWER_PRECISION, **{n: op for n, (op, _) in test_autocast.FLOAT32.items()}}
+        ops = {
+            **test_autocast.LOWER_PRECISION,
+            **{n: op for n, (op, _) in test_autocast.FLOAT32.items()},
+        }
         for name, op in sorted(ops.items()):
             if name in test_autocast.LOWER_PRECISION:
                 lower[name] = autocast_op_dtype(device, op, usable, full)
@@ -292,14 +293,22 @@ def manifest_text(probed: Probed) -> str:
     if caps.autocast_lower_precision_ops is not None:
         dtype = probed._autocast_dtype()
         for field, ops, table, want in (
-            ("autocast_lower_precision_ops", caps.autocast_lower_precision_ops,
-             probed.lower_precision_ops, f"{dtype}, from float32 operands"),
-            ("autocast_float32_ops", caps.autocast_float32_ops, probed.float32_ops,
-             f"float32, from {dtype} operands"),
+            (
+                "autocast_lower_precision_ops",
+                caps.autocast_lower_precision_ops,
+                probed.lower_precision_ops,
+                f"{dtype}, from float32 operands",
+            ),
+            (
+                "autocast_float32_ops",
+                caps.autocast_float32_ops,
+                probed.float32_ops,
+                f"float32, from {dtype} operands",
+            ),
         ):
             lines.append(f"# the ops autocast computes in {want} (probed: the dtype each gave)")
             lines.append(f"{field} = [")
-            for name, (ok, seen) in table.items():
+            for name, (_, seen) in table.items():
                 mark = "" if name in ops else "# "
                 lines.append(f'    {mark}"{name}",  # {seen}')
             lines.append("]")
