@@ -44,15 +44,31 @@ def split_dispatcher_dump(text: str) -> tuple[str, str]:
     if len(dump) < 3:
         return text, ""
     kept = [line for i, line in enumerate(lines) if i not in set(dump)]
-    listing = "\n".join(lines[i] for i in dump)
-    return "\n".join(kept).rstrip() + "\n", listing
+    listing = [lines[i] for i in dump]
+    # "Could not run 'aten::x' with arguments from the 'B' backend. This could be because ...
+    # only available for these backends: [forty keys]." keeps its first sentence.
+    for index, line in enumerate(kept):
+        match = _COULD_NOT_RUN.search(line)
+        if match:
+            kept[index] = line[: match.start(2)].rstrip()
+            listing.insert(0, match.group(2).strip())
+    return "\n".join(kept).rstrip() + "\n", "\n".join(listing)
+
+
+_COULD_NOT_RUN = re.compile(
+    r"(Could not run '[^']+' with arguments from the '[^']+' backend\.)"
+    r"( This could be because .*?only available for these backends: \[[^\]]*\]\.)"
+)
 
 
 def cause(result: dict) -> tuple[str, str]:
-    """A failure's root cause: (first line of the error, failing callable). Numbers are masked,
-    so that the same bug with other sizes or indices is one cause (not those inside names:
-    float16 and float64 stay apart)."""
-    return re.sub(r"\b\d+\b", "N", _error(result))[:200], result.get("where", "")
+    """A failure's root cause: (first line of the error, failing callable). Dtype names and
+    numbers are masked, so that the same bug in other dtypes, sizes or indices is one cause."""
+    error = _DTYPE.sub("<dtype>", _error(result))
+    return re.sub(r"\b\d+\b", "N", error)[:200], result.get("where", "")
+
+
+_DTYPE = re.compile(r"\b(torch\.)?(float|bfloat|int|uint|complex)\d+\w*\b")
 
 
 def _error(result: dict) -> str:

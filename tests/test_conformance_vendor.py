@@ -98,7 +98,8 @@ def test_init_writes_every_capability_commented_and_no_known_failures(tmp_path):
     # Every value is commented with what the probe saw (the reviewer's evidence).
     body = text.split("[capabilities]", 1)[1]
     for line in body.splitlines():
-        if line.strip() and line.strip() not in ("]",) and not line.lstrip().startswith("#"):
+        value = line.strip()
+        if value and value != "]" and not value.endswith("= [") and not value.startswith("#"):
             assert "  # " in line, f"uncommented line: {line!r}"
     assert "REVIEW" in text and "never copied from another backend" in text
     # The probes agree with what this project declares for neuron, and with CUDA's op lists.
@@ -357,7 +358,7 @@ def test_the_suite_uses_only_the_device_module_contract():
 def test_the_contract_check_sees_the_old_synchronize_call():
     # What test_non_blocking_copies_both_ways did before: the check must flag it.
     old = "def f(backend):\n    backend.module.synchronize()\n    m = backend.module\n    m.foo\n"
-    assert _device_module_uses(ast.parse(old)) == [(2, "synchronize"), (4, "foo")]
+    assert sorted(_device_module_uses(ast.parse(old))) == [(2, "synchronize"), (4, "foo")]
 
 
 def test_a_device_module_without_synchronize_passes_the_copy_tests(tmp_path):
@@ -409,8 +410,11 @@ def test_failures_group_by_first_error_line_and_callable():
     ]
     groups = report.failure_groups(results)
     sizes = [len(members) for _, members in groups]
-    assert sizes == [2, 1, 1, 1], groups  # float16 and float64 stay apart; sizes merge
+    # Numbers and dtypes are masked: the same bug at other sizes or in other dtypes is one cause;
+    # the same message raised in another callable is another.
+    assert sizes == [2, 2, 1], groups
     assert groups[0][0] == ("AssertionError: off by N at [N, N]", "t.py::test_a")
+    assert groups[1][0] == ("TypeError: no <dtype>", "t.py::test_c")
 
 
 def test_markdown_lists_the_failures_under_the_counts_with_the_dump_folded():
@@ -437,26 +441,30 @@ def test_markdown_lists_the_failures_under_the_counts_with_the_dump_folded():
 
 
 def test_the_backends_own_exception_comes_first_with_the_dispatcher_dump_cut_out():
-    # A real dispatcher error: an op with a CPU kernel only, called with a neuron tensor.
+    # A real dispatcher error: an op with a kernel for one backend only, called on another
+    # (neuron runs any op without a kernel of its own on the host, so it cannot give one; the CPU
+    # stands for a backend that lacks the kernel).
     library = torch.library.Library("vendor_probe", "DEF")
-    library.define("only_cpu(Tensor x) -> Tensor")
-    library.impl("only_cpu", lambda x: x.clone(), "CPU")
+    library.define("only_cuda(Tensor x) -> Tensor")
+    library.impl("only_cuda", lambda x: x.clone(), "CUDA")
 
     def call() -> None:
-        torch.ops.vendor_probe.only_cpu(torch.ones(2, device="neuron"))
+        torch.ops.vendor_probe.only_cuda(torch.ones(2))
 
     with pytest.raises(NotImplementedError) as excinfo:
         call()
     longrepr = str(excinfo.getrepr())
     assert "registered at" in longrepr  # the listing is there to cut
     failure = plugin._failure(excinfo, longrepr)
-    assert failure["error"].startswith(
-        "NotImplementedError: Could not run 'vendor_probe::only_cpu'"
+    assert failure["error"] == (
+        "NotImplementedError: Could not run 'vendor_probe::only_cuda' with arguments from the "
+        "'CPU' backend."
     )
     assert failure["where"].endswith("::__call__") or failure["where"].endswith("::call")
     assert failure["detail"].startswith("NotImplementedError: Could not run")
     assert "registered at" not in failure["detail"]
-    assert "CPU: registered at" in failure["dispatcher_dump"]
+    assert "CUDA: registered at" in failure["dispatcher_dump"]
+    assert "only available for these backends" in failure["dispatcher_dump"]
 
 
 def test_run_reports_causes_and_keeps_every_not_applicable_reason(tmp_path):

@@ -14,8 +14,8 @@ import torch
 _FALL_THROUGH = (
     "bmm", "addmm", "baddbmm", "linear", "conv1d", "conv2d",
     "softmax.int", "log_softmax.int", "layer_norm", "group_norm", "exp", "log", "sum",
-    "sum.dim_IntList", "cumsum", "pow.Tensor_Scalar", "prod", "mse_loss", "l1_loss", "nll_loss", "cross_entropy_loss",
-    "binary_cross_entropy_with_logits",
+    "sum.dim_IntList", "cumsum", "pow.Tensor_Scalar", "prod", "mse_loss", "l1_loss", "nll_loss",
+    "cross_entropy_loss", "binary_cross_entropy_with_logits",
 )  # fmt: skip
 
 _library = torch.library.Library("aten", "IMPL")
