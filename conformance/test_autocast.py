@@ -5,6 +5,8 @@ Expectations follow PyTorch's Autocast Op Reference: ops on the lower-precision 
 autocast dtype, ops on the float32 list run in float32, and unlisted ops "run in the type defined
 by their inputs". Accelerators (CUDA, XPU, MPS and PrivateUse1 backends that reuse CUDA's lists)
 share one float32 list; the CPU's is shorter, so the CPU is held to its own documented list.
+A backend that lowers fewer (or other) ops on purpose declares its lists in its manifest
+(``autocast_lower_precision_ops``, ``autocast_float32_ops``); the tests follow them.
 """
 
 from __future__ import annotations
