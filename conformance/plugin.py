@@ -163,7 +163,10 @@ class ConformanceSession:
         if self.probed:
             from .probes import probe
 
-            Backend(name, manifests.load("cpu")).check_usable()
+            try:
+                Backend(name, manifests.load("cpu")).check_usable()
+            except RuntimeError as error:  # nothing to probe: the same usage error as --backend
+                raise pytest.UsageError(str(error)) from error
             self.backend = Backend(name, probe(name).manifest())
         else:
             self.backend = Backend(name, manifests.load(name, manifest_dir))

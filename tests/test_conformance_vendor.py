@@ -125,6 +125,10 @@ def test_init_of_an_unregistered_backend_is_a_clear_error(tmp_path):
     assert completed.returncode == 2
     assert "Backend 'warp' is not registered with torch" in completed.stderr
     assert not (tmp_path / "warp.toml").exists()
+    probed = ["-m", "pytest", "--backend=warp", "--capabilities=probed", "--pyargs", "conformance"]
+    completed = child(probed, tmp_path)
+    assert completed.returncode == 4, output(completed)  # a usage error, not a crash
+    assert "Backend 'warp' is not registered with torch" in completed.stderr
 
 
 def test_a_run_on_probed_capabilities_is_labelled_probed_not_declared(
