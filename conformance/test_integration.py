@@ -319,14 +319,15 @@ def test_memory_timeline_defaults_to_the_current_accelerator(backend, device):
 
     from torch.profiler import ProfilerActivity, profile
 
-    # The device's timeline must be told apart from the host's: 1 MiB on the device, made by
-    # empty (a backend that stages fills on the host would put a 1 MiB peak on the CPU timeline
-    # too), and 3 MiB on the host.
+    # The device's timeline must be told apart from the host's: 1 MiB on the device and 3 MiB on
+    # the host. A backend that stages fills on the host puts the device's peak on the host's
+    # timeline too; the 3 MiB keep the two apart. (The timeline counts only tensors an operator
+    # touched: torch.empty alone would leave the device's empty.)
     with profile(
         activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True
     ) as prof:
-        x = torch.empty(256 * 1024, device=device)  # 1 MiB
-        host = torch.empty(3 * 256 * 1024)  # 3 MiB
+        x = torch.ones(256 * 1024, device=device)  # 1 MiB
+        host = torch.ones(3 * 256 * 1024)  # 3 MiB
         del x, host
 
     def peak(**kwargs: str) -> int:
