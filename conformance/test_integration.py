@@ -319,11 +319,16 @@ def test_memory_timeline_defaults_to_the_current_accelerator(backend, device):
 
     from torch.profiler import ProfilerActivity, profile
 
+    # The device's timeline must be told apart from the host's: 1 MiB on the device and 3 MiB on
+    # the host. A backend that stages fills on the host puts the device's peak on the host's
+    # timeline too; the 3 MiB keep the two apart. (The timeline counts only tensors an operator
+    # touched: torch.empty alone would leave the device's empty.)
     with profile(
         activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True
     ) as prof:
         x = torch.ones(256 * 1024, device=device)  # 1 MiB
-        del x
+        host = torch.ones(3 * 256 * 1024)  # 3 MiB
+        del x, host
 
     def peak(**kwargs: str) -> int:
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
@@ -334,8 +339,16 @@ def test_memory_timeline_defaults_to_the_current_accelerator(backend, device):
         return max((sum(s) for s in sizes), default=0)
 
     named = peak(device=f"{device.type}:0")
-    assert named >= 1 << 20, f"the {device.type}:0 memory timeline peaks at {named} bytes"
+    assert 1 << 20 <= named < 3 << 20, (
+        f"the {device.type}:0 memory timeline peaks at {named} bytes, not the 1 MiB allocated there"
+    )
+    host = peak(device="cpu")
+    assert host >= 3 << 20, f"the cpu memory timeline peaks at {host} bytes, not 3 MiB or more"
     default = peak()
+    assert default != host, (
+        f"export_memory_timeline() without a device exported the cpu timeline (peak {host} "
+        f"bytes), not {device.type}:0's ({named}): it must default to the current accelerator"
+    )
     assert default == named, (
         f"export_memory_timeline() without a device peaks at {default} bytes, but the "
         f"{device.type}:0 timeline at {named}: it must default to the current accelerator"
