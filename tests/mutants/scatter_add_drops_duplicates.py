@@ -2,7 +2,6 @@
 back without atomics, so of several sources aimed at one element only one survives (a
 race every parallel scatter kernel must handle). Only repeated indices show it."""
 
-
 from mutants._library import override_neuron_kernel
 
 

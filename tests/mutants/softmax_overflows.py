@@ -2,7 +2,6 @@
 subtracting the maximum first, so a logit whose exp overflows (above 88.7 in float32, 11.1 in
 float16) gives inf / inf = NaN where PyTorch gives a probability."""
 
-
 from mutants._library import override_neuron_kernel
 
 

@@ -2,7 +2,6 @@
 grad * (1 - y**2), while the forward is right. Only gradients compared with the reference's
 show it."""
 
-
 from mutants._library import override_neuron_kernel
 
 
