@@ -71,16 +71,18 @@ PROFILE_DEPTH = {
     "default": ({torch.float32: 4}, 24),
     "thorough": ({torch.float32: 1, torch.bfloat16: 1}, None),
 }
-# Every other declared dtype (float16, the integers, bool, complex...): the quick profile
-# compares a stratified sample of the core selection, each operator in one of every
-# QUICK_STRATA dtypes (rotating, so that every operator meets some dtype beyond float32);
-# default and thorough compare every eligible OpInfo in every declared dtype, with fewer
-# samples (the first of an OpInfo's samples are its plain cases).
-QUICK_STRATA = 8
-OTHER_DTYPE_SAMPLES = {"quick": 4, "default": 3, "thorough": None}
+# Every other declared dtype (float16, the integers, bool, complex...): a stratified sample,
+# each operator in one of every STRATA[profile] declared dtypes, rotating so that every
+# operator meets several dtypes beyond float32: quick takes the core selection, default every
+# eligible OpInfo (every OpInfo in every declared dtype would take about 30 minutes on 2 cores,
+# twice default's budget), thorough every OpInfo in every declared dtype. The first samples of
+# an OpInfo are its plain cases.
+STRATA = {"quick": 8, "default": 3, "thorough": 1}
+OTHER_DTYPE_SAMPLES = {"quick": 4, "default": 2, "thorough": None}
 # Gradients (OpInfo's backward samples), for the floating dtypes: quick compares these in
 # float32 (elementwise, reductions, linear algebra, indexing and the nn functions whose
-# backwards are kernels of their own); default every OpInfo that supports autograd in every
+# backwards are kernels of their own); default every other OpInfo in float32 and every fourth
+# in the other declared floating dtypes; thorough every OpInfo that supports autograd in every
 # declared floating dtype.
 QUICK_GRADIENT_OPS = (
     "mul", "div", "pow", "exp", "log", "tanh", "sigmoid", "erf", "clamp", "where",
@@ -173,20 +175,15 @@ def opinfo_cases(
             if selected or case_id(op, dtype) in known:
                 cases.append((op, dtype))
     others = [d for d in OTHER_DTYPES if d in declared]
+    selected = {case_id(op, d) for op, d in cases}
     for stratum, dtype in enumerate(others):
-        for index, name in enumerate(QUICK_OPS if profile == "quick" else ()):
-            if (index + stratum) % QUICK_STRATA:
-                continue
-            cases += [(op, dtype) for op in ops if op.name == name and not exclusion(op, dtype)]
-        if profile != "quick":
-            cases += [(op, dtype) for op in ops if not exclusion(op, dtype)]
-        else:
-            selected = {case_id(op, d) for op, d in cases}
-            cases += [
-                (op, dtype)
-                for op in ops
-                if case_id(op, dtype) in known and case_id(op, dtype) not in selected
-            ]
+        for index, op in enumerate(ops):
+            # quick rotates over the core selection's names (all variants of a name together)
+            if profile == "quick":
+                index = QUICK_OPS.index(op.name) if op.name in QUICK_OPS else -stratum - 1
+            chosen = (index + stratum) % STRATA[profile] == 0 and not exclusion(op, dtype)
+            if chosen or case_id(op, dtype) in known - selected:
+                cases.append((op, dtype))
     return cases
 
 
@@ -206,13 +203,15 @@ def gradient_cases(
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         if dtype not in declared and dtype != torch.float32:
             continue
-        for op in ops:
+        for index, op in enumerate(ops):
             if not op.supports_autograd or exclusion(op, dtype):
                 continue
             if dtype not in op.supported_backward_dtypes("cpu"):
                 continue
             core = dtype == torch.float32 and op.name in QUICK_GRADIENT_OPS
-            if core or profile != "quick" or case_id(op, dtype) in known:
+            # default: every other OpInfo in float32, every fourth in the other floating dtypes
+            sampled = profile == "default" and index % (2 if dtype == torch.float32 else 4) == 0
+            if core or sampled or profile == "thorough" or case_id(op, dtype) in known:
                 cases.append((op, dtype))
     return cases
 
@@ -634,6 +633,13 @@ def core_inputs(draw: st.DrawFn, kind: str, dtypes: list[torch.dtype], values: s
     return CoreInputs(base, view, y, dim, k, code)
 
 
+# The snippets print the device's results from the CPU (printing formats through float64,
+# which a backend may not have).
+PRINT_RESULTS = (
+    "print(expected, [t.cpu() for t in actual] if isinstance(actual, tuple) else actual.cpu())"
+)
+
+
 def _core_snippet(inputs: CoreInputs, code: str, device: torch.device) -> str:
     view = inputs.view.replace("t", "b", 1) if inputs.view.startswith("t") else inputs.view
     return (
@@ -641,7 +647,7 @@ def _core_snippet(inputs: CoreInputs, code: str, device: torch.device) -> str:
         + inputs.code
         + f"\nb = base.clone()\nx = {view}\nexpected = {code}\n"
         + f"b, y = base.to('{device}'), y.to('{device}')\nx = {view}\nactual = {code}\n"
-        + "print(expected, actual)"
+        + PRINT_RESULTS
     )
 
 
@@ -765,7 +771,7 @@ def test_clamp_with_drawn_bounds_matches_reference(backend, device, overload):
         x = make((3, 5), dtype, seed)
         snippet = MAKE_SNIPPET + (
             f"x = make((3, 5), {dtype}, {seed})\nlow, high = {low!r}, {high!r}\n"
-            f"expected = {code}\nx = x.to('{device}')\nactual = {code}\nprint(expected, actual)"
+            f"expected = {code}\nx = x.to('{device}')\nactual = {code}\n" + PRINT_RESULTS
         )
         try:
             expected = run(x.clone(), low, high)
@@ -815,7 +821,7 @@ def test_data_dependent_output_is_on_the_device(backend, device, op):
         snippet = MAKE_SNIPPET + (
             f"x = make({shape}, {dtype}, {seed}, 'ties')\nmask = make({shape}, torch.bool, "
             f"{seed + 1})\nexpected = {code}\nx, mask = x.to('{device}'), mask.to('{device}')\n"
-            f"actual = {code}\nprint(expected, actual)"
+            f"actual = {code}\n" + PRINT_RESULTS
         )
         try:
             expected = run(x, mask)
