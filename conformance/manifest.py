@@ -13,6 +13,9 @@ A manifest is ``backends/<name>.toml``::
     autocast_dtypes = ["bfloat16"]           # dtypes torch.autocast(device) accepts
     per_device_rng = true                    # each device has its own default generator
     serialization = true                     # torch.save / torch.load keep the device
+    compile = true                           # torch.compile's default backend runs on it
+    distributed = true                       # a torch.distributed process group for it
+    profiler = true                          # the profilers record device events and time
 
     [[known_failures]]
     test = "test_views.py::test_as_strided_shares_storage"   # a node id suffix
@@ -21,6 +24,8 @@ A manifest is ``backends/<name>.toml``::
     fixed_by = ["0001-....patch"]   # optional: the series patches that fix it (see patched.py)
 
 A capability that is absent is an expectation, not a skip: the tests then expect a clear error.
+The exceptions are the whole-feature areas (compile, distributed, profiler): a backend without
+the feature has no defined behaviour to test, so their tests are "not applicable".
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ CAPABILITY_FLAGS = (
     "pinned_memory",
     "per_device_rng",
     "serialization",
+    "compile",
+    "distributed",
+    "profiler",
 )
 
 
@@ -84,6 +92,9 @@ class Capabilities:
     pinned_memory: bool = False
     per_device_rng: bool = False
     serialization: bool = True
+    compile: bool = False
+    distributed: bool = False
+    profiler: bool = False
 
     def supports(self, dtype: torch.dtype) -> bool:
         return dtype in self.dtypes
