@@ -43,9 +43,19 @@ def _on(stream: torch.Stream):
 
 
 def _inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (small integers) and the identity: every link of the chain gives x back, exactly."""
+    """x (small integers) and the identity: every link of the chain gives x back, exactly.
+
+    Each operator the tests use runs once first: a backend's first call of an operator may do
+    host work (loading kernels, importing meta registrations) long enough for the producer to
+    finish before the consumer is issued, which would hide a missing wait.
+    """
     x = (torch.arange(SIZE * SIZE) % 5 + 1).float().reshape(SIZE, SIZE).to(device)
-    return x, torch.eye(SIZE).to(device)
+    identity = torch.eye(SIZE).to(device)
+    warm = torch.zeros(SIZE, SIZE, device=device)
+    warm.add_(x @ identity)
+    ((warm * 2 + 1) * 3).sum().item()
+    torch.accelerator.synchronize(device.index)
+    return x, identity
 
 
 def _slow_chain(x: torch.Tensor, identity: torch.Tensor) -> torch.Tensor:
@@ -77,7 +87,7 @@ def test_wait_stream_orders_a_consumer_after_a_slow_producer(streams_backend, de
     producer, consumer = torch.Stream(device=device), torch.Stream(device=device)
     producer.wait_stream(torch.accelerator.current_stream(device.index))
     with _on(producer):
-        produced.copy_(_slow_chain(x, identity))
+        produced.add_(_slow_chain(x, identity))  # produced is zeros: this writes the chain
     consumer.wait_stream(producer)
     with _on(consumer):
         consumed = produced * 2
@@ -92,7 +102,7 @@ def test_wait_event_orders_a_consumer_after_a_slow_producer(streams_backend, dev
     producer, consumer = torch.Stream(device=device), torch.Stream(device=device)
     producer.wait_stream(torch.accelerator.current_stream(device.index))
     with _on(producer):
-        produced.copy_(_slow_chain(x, identity))
+        produced.add_(_slow_chain(x, identity))  # produced is zeros: this writes the chain
         ready = torch.Event(device=device)
         ready.record()  # on the current stream: the producer
     consumer.wait_event(ready)
