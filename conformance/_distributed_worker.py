@@ -223,9 +223,7 @@ def main(argv: list[str]) -> int:
         process_group = dist.get_default_backend_for_device(device)
         process_group = f"cpu:gloo,{backend}:{process_group}"
     results: dict[str, str | None] = {}
-    dist.init_process_group(
-        process_group, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT
-    )
+    dist.init_process_group(process_group, rank=rank, world_size=world, timeout=COLLECTIVE_TIMEOUT)
     try:
         scenarios = Scenarios(device, rank, world)
         for name in SCENARIOS:

@@ -37,15 +37,18 @@ def _assert_same(actual: torch.Tensor, expected: torch.Tensor, device: torch.dev
         f"must be on {device}" + reproducer(snippet)
     )
     torch.testing.assert_close(
-        actual.cpu(), expected.cpu(), **TOLERANCE, msg=lambda m: f"{what}: {m}" + reproducer(snippet)
+        actual.cpu(),
+        expected.cpu(),
+        **TOLERANCE,
+        msg=lambda m: f"{what}: {m}" + reproducer(snippet),
     )
 
 
 def _mlp(device: torch.device) -> torch.nn.Module:
     torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)
-    ).to(device)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to(
+        device
+    )
 
 
 def test_compiled_module_matches_eager_forward_and_backward(compile_backend, device):

@@ -10,6 +10,7 @@ The two ranks are launched once for the module (conformance/_distributed_worker.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -84,7 +85,18 @@ def verdicts(
             f"{backend.device_count}"
         )
     plugins = _plugin_arguments(request.config)[1::2]
-    return _launch(backend, plugins, tmp_path_factory.mktemp("distributed"))
+    # With pytest-xdist the module's tests are spread over the workers, each with this fixture:
+    # the first worker launches the ranks, the others wait for its verdicts (the workers of one
+    # run share the parent of their temporary directories; a run without xdist has its own).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    verdicts_file = shared / f"conformance-distributed-{backend.name}.json"
+    with open(shared / f"conformance-distributed-{backend.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not verdicts_file.exists():
+            launched = _launch(backend, plugins, tmp_path_factory.mktemp("distributed"))
+            verdicts_file.write_text(json.dumps({str(k): v for k, v in launched.items()}))
+    return {int(rank): verdict for rank, verdict in json.loads(verdicts_file.read_text()).items()}
 
 
 @pytest.mark.parametrize("scenario", worker.SCENARIOS)

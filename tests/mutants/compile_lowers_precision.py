@@ -13,7 +13,11 @@ _compile_fx = compile_fx_module.compile_fx
 
 
 def _round(value: object) -> object:
-    if isinstance(value, torch.Tensor) and value.device.type == "neuron" and value.is_floating_point():
+    if (
+        isinstance(value, torch.Tensor)
+        and value.device.type == "neuron"
+        and value.is_floating_point()
+    ):
         return value.to(torch.bfloat16).to(value.dtype)
     return value
 
