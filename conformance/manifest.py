@@ -17,6 +17,9 @@ A manifest is ``backends/<name>.toml``::
     # (names of test_autocast.py's tables); absent means CUDA's lists, which most backends reuse
     autocast_lower_precision_ops = ["mm", "matmul", ...]
     autocast_float32_ops = ["softmax", "exp", ...]
+    compile = true                           # torch.compile's default backend runs on it
+    distributed = true                       # a torch.distributed process group for it
+    profiler = true                          # the profilers record device events and time
 
     [[known_failures]]
     test = "test_views.py::test_as_strided_shares_storage"   # a node id suffix
@@ -25,6 +28,8 @@ A manifest is ``backends/<name>.toml``::
     fixed_by = ["0001-....patch"]   # optional: the series patches that fix it (see patched.py)
 
 A capability that is absent is an expectation, not a skip: the tests then expect a clear error.
+The exceptions are the whole-feature areas (compile, distributed, profiler): a backend without
+the feature has no defined behaviour to test, so their tests are "not applicable".
 Known failures belong to one backend: a manifest never inherits another's (not even the one it
 was copied from), and ``conformance init`` writes none.
 """
@@ -47,6 +52,9 @@ CAPABILITY_FLAGS = (
     "pinned_memory",
     "per_device_rng",
     "serialization",
+    "compile",
+    "distributed",
+    "profiler",
 )
 
 
@@ -97,6 +105,9 @@ class Capabilities:
     # None: CUDA's op lists (test_autocast.py's tables), which PrivateUse1 backends reuse.
     autocast_lower_precision_ops: frozenset[str] | None = None
     autocast_float32_ops: frozenset[str] | None = None
+    compile: bool = False
+    distributed: bool = False
+    profiler: bool = False
 
     def supports(self, dtype: torch.dtype) -> bool:
         return dtype in self.dtypes
