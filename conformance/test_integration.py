@@ -3,7 +3,8 @@ the user naming it: GradScaler() and FSDP's ShardedGradScaler, activation checkp
 dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and PagedAttention,
 printing a tensor, the profiler's tables and memory timeline, DataParallel and parallel_apply,
 torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging,
-fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone.
+fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone,
+the error for device tensors sent to another process.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -549,7 +550,7 @@ def test_recurrent_layers_train_like_the_cpu(device, kind):
 
 
 # ---- second wave, frontend (patches 0022-0039): fork_rng's advice, TorchTidy's TF32 advice,
-# collect_env, dynamo's RNG preservation ----
+# collect_env, dynamo's RNG preservation, multiprocessing's error ----
 
 
 def test_fork_rng_warning_gives_advice_the_backend_understands(backend, device, monkeypatch):
@@ -625,4 +626,24 @@ def test_compiling_leaves_the_accelerator_rng_alone(backend, device):
     assert torch.equal(got, expected), (
         f"compiling advanced the {device.type} generator: a seeded draw after the first call "
         "of a compiled function differs from the same draw without compiling"
+    )
+
+
+def test_sending_a_device_tensor_to_another_process_names_the_device(backend, device):
+    require_accelerator(backend)
+    if device.type == "cuda":
+        pytest.skip("not applicable: torch.multiprocessing shares CUDA tensors (CUDA IPC)")
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401 - registers torch's reductions
+
+    t = torch.ones(3, device=device)
+    with pytest.raises(RuntimeError) as raised:
+        ForkingPickler(io.BytesIO()).dump(t)
+    message = str(raised.value)
+    assert device.type in message and "cpu()" in message, (
+        f"pickling a {device.type} tensor for another process (what a multiprocessing Queue does "
+        f"in its feeder thread, leaving the consumer waiting) fails with: {message!r}; the error "
+        "must name the device and say to send tensor.cpu()"
     )
