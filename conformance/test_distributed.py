@@ -1,6 +1,7 @@
 """Distributed: torch.distributed features that must work on any accelerator without the user
 naming it: DTensor random operators, the "fake" process group, a collective backend registered
-without a device list, PowerSGD's gradient compression hooks, the RNG-sync debugging check.
+without a device list, PowerSGD's gradient compression hooks, the RNG-sync debugging check,
+torchrun's ``--nproc-per-node``.
 
 Each test runs in one process (a one-rank group, or a "fake" group of several ranks) and is
 written against the documented, device-generic behaviour; where stock torch still assumes CUDA,
@@ -142,3 +143,18 @@ def test_check_rng_sync_takes_the_device_generator(dist, device):
     dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
     generator = torch.Generator(device=device).manual_seed(1234)
     assert _check_rng_sync(generator, dist.group.WORLD) is None
+
+
+def test_torchrun_nproc_per_node_gpu_points_to_auto(backend, device):
+    require_accelerator(backend)
+    if device.type == "cuda":
+        pytest.skip("not applicable: --nproc-per-node=gpu counts CUDA devices")
+    from torch.distributed.run import determine_local_world_size
+
+    with pytest.raises(ValueError) as raised:
+        determine_local_world_size("gpu")
+    assert "--nproc-per-node=auto" in str(raised.value), (
+        f"torchrun --nproc-per-node=gpu on {device.type} says {str(raised.value)!r}, "
+        "not what to pass instead"
+    )
+    assert determine_local_world_size("auto") == torch.accelerator.device_count()
