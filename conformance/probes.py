@@ -174,6 +174,74 @@ def autocast_op_dtype(device: torch.device, op: Callable, dtype: torch.dtype, op
     return _attempt(check)
 
 
+def compile(device: torch.device) -> Probe:  # noqa: A001 - named after the capability flag
+    """torch.compile's default backend (inductor) runs a small function on the device."""
+
+    def check() -> Probe:
+        def function(x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x * 2 + 1).sum(0)
+
+        x = torch.arange(12.0).reshape(3, 4).sub(5)
+        result = torch.compile(function, fullgraph=True)(x.to(device))
+        works = result.device.type == device.type and torch.equal(result.cpu(), function(x))
+        return (
+            works,
+            f"a compiled function gives {'the eager result' if works else result} "
+            f"on {result.device}",
+        )
+
+    return _attempt(check)
+
+
+def distributed(device: torch.device) -> Probe:
+    """torch.distributed has a process group for the device: one rank all_reduces a tensor."""
+
+    def check() -> Probe:
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            return False, "torch.distributed is not available"
+        name = "gloo" if device.type == "cpu" else dist.get_default_backend_for_device(device)
+        if dist.is_initialized():
+            return False, "a process group is already initialized; probe in a fresh process"
+        dist.init_process_group(name, rank=0, world_size=1, store=dist.HashStore())
+        try:
+            tensor = torch.ones(4, device=device)
+            dist.all_reduce(tensor)
+            works = torch.equal(tensor.cpu(), torch.ones(4))
+        finally:
+            dist.destroy_process_group()
+        return works, f"a one-rank {name!r} process group all_reduces a {device.type} tensor"
+
+    return _attempt(check)
+
+
+# The profiler activities of the devices torch knows by name; any other accelerator is PrivateUse1.
+PROFILER_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "mtia": "MTIA", "hpu": "HPU"}
+
+
+def profiler(device: torch.device) -> Probe:
+    """torch.profiler records device time for a matmul on the device."""
+
+    def check() -> Probe:
+        from torch.profiler import ProfilerActivity, profile
+
+        if device.type == "cpu":
+            return False, "the CPU has no device activity (its time is host time)"
+        activity = getattr(ProfilerActivity, PROFILER_ACTIVITIES.get(device.type, "PrivateUse1"))
+        x = torch.ones(256, 256, device=device)
+        with profile(activities=[ProfilerActivity.CPU, activity]) as prof:
+            (x @ x).sum()
+            torch.accelerator.synchronize(device.index)
+        device_time = sum(e.device_time_total for e in prof.key_averages() if e.key == "aten::mm")
+        return (
+            device_time > 0,
+            f"aten::mm has {device_time:.1f} us of device time under {activity.name}",
+        )
+
+    return _attempt(check)
+
+
 FLAG_PROBES: dict[str, Callable[[torch.device], Probe]] = {
     "multiple_devices": multiple_devices,
     "streams": streams,
@@ -183,6 +251,9 @@ FLAG_PROBES: dict[str, Callable[[torch.device], Probe]] = {
     "pinned_memory": pinned_memory,
     "per_device_rng": per_device_rng,
     "serialization": serialization,
+    "compile": compile,
+    "distributed": distributed,
+    "profiler": profiler,
 }
 assert set(FLAG_PROBES) == set(CAPABILITY_FLAGS), "a capability flag without a probe"
 
