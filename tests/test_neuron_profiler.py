@@ -171,6 +171,28 @@ def test_a_cpu_only_profile_has_no_device_events(tmp_path):
     assert all(e.device_time_total == 0 for e in prof.events())
 
 
+@pytest.mark.parametrize("profiler", PROFILERS)
+def test_cpu_operators_of_a_program_using_neuron_get_no_neuron_kernels(tmp_path, profiler):
+    # kineto's hooks say which operator runs, not on which device: only the stretches in which
+    # work was issued to neuron are neuron kernels, so a CPU matmul next to a neuron one has none.
+    x = torch.randn(256, 256, device="neuron")
+    c = torch.randn(192, 192)
+    with PROFILERS[profiler]() as prof:
+        x @ x
+        c @ c
+    events = chrome_trace(prof, tmp_path)
+    mm = sorted(
+        (e["ts"], e["args"]["External id"])
+        for e in events
+        if e.get("cat") == "cpu_op" and e.get("name") == "aten::mm"
+    )
+    assert len(mm) == 2, mm
+    (_, on_neuron), (_, on_cpu) = mm
+    linked = {k["args"]["External id"] for k in device_track(events)["kernels"]}
+    assert on_neuron in linked, "the neuron matmul has no neuron kernel"
+    assert on_cpu not in linked, "the CPU matmul got a neuron kernel"
+
+
 UNUSED_NEURON_SCRIPT = """
 import json, torch
 x = torch.randn(64, 64)

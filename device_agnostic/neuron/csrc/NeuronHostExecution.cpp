@@ -20,6 +20,7 @@
 #include "NeuronHostExecution.h"
 
 #include "NeuronGenerator.h"
+#include "NeuronKinetoPlugin.h"
 #include "NeuronStream.h"
 
 #include <ATen/MemoryOverlap.h>
@@ -383,6 +384,7 @@ class HostExecution {
         first_(stack->size() - schema_.arguments().size()) {}
 
   void run() {
+    note_device_work();
     find_device();
     TORCH_CHECK_NOT_IMPLEMENTED(
         op_.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU), "The operator '",

@@ -70,6 +70,7 @@ Event new_event() {
 struct OpenOperator {
   uint64_t correlation_id;
   Event since;
+  uint64_t work_since; // thread_device_work() when `since` was recorded
 };
 
 // A stretch of one operator's own work on the device, between two events: the
@@ -149,10 +150,11 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
     guarded([&] {
       auto& stack = thread_stack();
       auto now = new_event();
+      const auto work = thread_device_work();
       if (!stack.open.empty()) {
-        add_stretch(stack.open.back(), now);
+        add_stretch(stack.open.back(), now, work);
       }
-      stack.open.push_back({id, std::move(now)});
+      stack.open.push_back({id, std::move(now), work});
     });
   }
 
@@ -166,10 +168,12 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
         return; // it started before this recording did
       }
       auto now = new_event();
-      add_stretch(stack.open.back(), now);
+      const auto work = thread_device_work();
+      add_stretch(stack.open.back(), now, work);
       stack.open.pop_back();
       if (!stack.open.empty()) {
         stack.open.back().since = std::move(now);
+        stack.open.back().work_since = work;
       }
     });
   }
@@ -259,7 +263,12 @@ class NeuronKinetoSession final : public libkineto::IActivityProfilerSession {
     }
   }
 
-  void add_stretch(const OpenOperator& op, const Event& to) {
+  void add_stretch(const OpenOperator& op, const Event& to, uint64_t work) {
+    // No neuron work was issued in the stretch: host time only (a CPU
+    // operator, or an operator's bookkeeping between its kernels).
+    if (work == op.work_since) {
+      return;
+    }
     // A stretch that changed device on the way has no device time: its two
     // events are on different devices' clocks on real hardware.
     if (event_device(op.since.get()) != event_device(to.get())) {
@@ -341,6 +350,11 @@ const bool registered = [] {
 }();
 
 } // namespace
+
+uint64_t& thread_device_work() {
+  thread_local uint64_t work = 0;
+  return work;
+}
 
 bool kineto_session_recording() {
   return recording.load(std::memory_order_relaxed);

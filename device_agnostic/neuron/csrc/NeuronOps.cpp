@@ -6,6 +6,7 @@
 // through host execution (NeuronHostExecution.cpp).
 #include "NeuronGenerator.h"
 #include "NeuronHostExecution.h"
+#include "NeuronKinetoPlugin.h"
 #include "NeuronStream.h"
 
 #include <ATen/EmptyTensor.h>
@@ -119,6 +120,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
   if (dst.numel() == 0) {
     return dst;
   }
+  note_device_work();
   // Copies run on the issuing thread: in async mode, after the current
   // stream's pending work (a copy to the CPU synchronizes, as on CUDA).
   if (self_on_neuron) {
@@ -144,6 +146,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  note_device_work();
   drain_current_stream(self.device().index()); // .item() synchronizes
   return at::_local_scalar_dense(host_view(self));
 }
