@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -234,3 +235,44 @@ def test_two_streams_overlap():
     # Loose: measured 0.67-1.99 on a 2-core machine at load 5 (no idle core to overlap on); only
     # a pathological slowdown fails it.
     assert result["ratio"] < 3.0
+
+
+def run_conformance_async(tmp_path: Path, targets: list[str]) -> tuple[dict, str]:
+    """Run conformance ``targets`` on neuron (quick profile) with NEURON_LAUNCH_BLOCKING=0 in a
+    subprocess; the JSON run and the tail of pytest's output."""
+    report = tmp_path / "run.json"
+    env = dict(os.environ, NEURON_LAUNCH_BLOCKING="0")
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--backend=neuron",
+            "--conformance-profile=quick",
+            "--conformance-label=neuron-async",
+            f"--conformance-json={report}",
+            "--pyargs",
+            *targets,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    output = completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert report.exists(), f"no report was written:\n{output}"
+    assert completed.returncode == 0, output
+    return json.loads(report.read_text()), output
+
+
+def test_conformance_stream_area_passes_in_async_mode(tmp_path: Path) -> None:
+    # The stream area's ordering tests (in-place chains on a side stream, wait_stream,
+    # wait_event, query after synchronize) see real concurrency only in this mode.
+    run, output = run_conformance_async(tmp_path, ["conformance.test_streams"])
+    outcomes = [result["outcome"] for result in run["results"]]
+    assert outcomes.count("passed") >= 10, output
+    assert not [o for o in outcomes if o in ("failed", "error")], output
