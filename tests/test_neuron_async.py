@@ -75,25 +75,48 @@ def run_async(body: str, *, blocking: str | None = "0", threads: int | None = No
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+MISSING_WAIT_STREAM = """
+    side = torch.Stream(device=D)
+    main = torch.accelerator.current_stream()
+    produced = torch.zeros(1024, 1024, device=D)
+    torch.accelerator.synchronize()
+    with side:
+        produced.add_(chain(24) * 0 + 1)  # all ones, once the chain has run
+    racy = (produced + 1).cpu()           # main stream: no wait for `side`
+    side_pending = not side.query()       # so `racy` read `produced` before it was written
+    torch.accelerator.synchronize()
+    produced.zero_()
+    with side:
+        produced.add_(chain(24) * 0 + 1)
+    main.wait_stream(side)                # the fix
+    ordered = (produced + 1).cpu()
+    report(side_pending=side_pending, racy_stale=bool((racy == 1).all()),
+           racy_right=bool((racy == 2).all()), ordered_right=bool((ordered == 2).all()))
+    """
+
+
 def test_missing_wait_stream_races_and_wait_stream_orders():
-    result = run_async(
-        """
-        side = torch.Stream(device=D)
-        main = torch.accelerator.current_stream()
-        with side:
-            produced = chain(24) * 0 + 1      # all ones, once the chain has run
-        racy = (produced + 1).cpu()           # main stream: no wait for `side`
-        side_pending = not side.query()       # so `racy` read `produced` before it was written
-        torch.accelerator.synchronize()
-        with side:
-            produced = chain(24) * 0 + 1
-        main.wait_stream(side)
-        ordered = (produced + 1).cpu()
-        report(side_pending=side_pending, racy_right=bool((racy == 2).all()),
-               ordered_right=bool((ordered == 2).all()))
-        """
-    )
-    assert result == {"side_pending": True, "racy_right": False, "ordered_right": True}
+    # Asynchronous: the read on the main stream sees `produced` as it was before the side
+    # stream's write (all zeros, deterministically: the write waits for a long chain); with
+    # main.wait_stream(side) it sees the write.
+    result = run_async(MISSING_WAIT_STREAM)
+    assert result == {
+        "side_pending": True,
+        "racy_stale": True,
+        "racy_right": False,
+        "ordered_right": True,
+    }
+
+
+def test_missing_wait_stream_is_invisible_in_synchronous_mode():
+    # The same program is right by accident when work runs at the call: the bug cannot show.
+    result = run_async(MISSING_WAIT_STREAM, blocking="1")
+    assert result == {
+        "side_pending": False,
+        "racy_stale": False,
+        "racy_right": True,
+        "ordered_right": True,
+    }
 
 
 def test_query_is_false_while_work_is_pending_and_true_after_synchronize():

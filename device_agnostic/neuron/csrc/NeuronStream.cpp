@@ -50,6 +50,7 @@ struct EventState {
   }
 
   void wait_for(uint64_t generation) {
+    GilReleasedWhileWaiting no_gil; // the worker completing it may need the GIL
     std::unique_lock<std::mutex> lock(mutex);
     cv.wait(lock, [&] { return completed >= generation; });
   }
