@@ -299,3 +299,67 @@ def test_conformance_stream_area_passes_in_async_mode(tmp_path: Path) -> None:
     outcomes = [result["outcome"] for result in run["results"]]
     assert outcomes.count("passed") >= 10, output
     assert not [o for o in outcomes if o in ("failed", "error")], output
+
+
+# Defects found by running tests/ with NEURON_LAUNCH_BLOCKING=0, one scenario each.
+
+
+def test_compiled_kernels_wait_for_the_stream():
+    # inductor's C++ kernels read device memory on the calling thread: without a drain of the
+    # current stream they read inputs that queued work had not written yet.
+    result = run_async(
+        """
+        import torch._dynamo
+        torch._inductor.config.fx_graph_cache = False
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                    torch.nn.Linear(32, 8)).to(D)
+        compiled = torch.compile(model)
+        x = chain(12)[:6, :16] * 0.01 + 1    # queued behind a long chain
+        eager = model(x)
+        actual = compiled(x)
+        actual.square().sum().backward()     # compiled backward: drains with the GIL released
+        report(right=bool(torch.allclose(actual.cpu(), eager.cpu(), atol=1e-5)),
+               grads=all(p.grad is not None for p in model.parameters()))
+        """
+    )
+    assert result == {"right": True, "grads": True}
+
+
+def test_memory_stats_do_not_deadlock_on_a_storage_python_has_seen():
+    # memory_stats drains the device holding the GIL; the worker dropping the last reference to a
+    # storage that Python has seen needs it.
+    result = run_async(
+        """
+        import threading
+        done = []
+        def body():
+            for _ in range(20):
+                y = chain(2) + 1
+                y.untyped_storage()           # Python now owns an object for the storage
+                del y
+                torch.accelerator.memory_allocated()
+            done.append(True)
+        worker = threading.Thread(target=body, daemon=True)
+        worker.start()
+        worker.join(120)
+        report(finished=bool(done))
+        """
+    )
+    assert result == {"finished": True}
+
+
+def test_quantize_is_refused_at_the_call_and_idle_events_complete_at_once():
+    result = run_async(
+        """
+        try:
+            torch.quantize_per_tensor(torch.randn(3, device=D), 0.1, 0, torch.qint8)
+            refused = "no error"
+        except NotImplementedError as error:
+            refused = "dequantize()" in str(error)
+        later = torch.randn(3, device=D).sum().item()   # no deferred error surfaces here
+        event = torch.Event(D)
+        event.record(torch.Stream(device=D))            # a stream with no work
+        report(refused=refused, later_ok=isinstance(later, float), idle_event=event.query())
+        """
+    )
+    assert result == {"refused": True, "later_ok": True, "idle_event": True}
