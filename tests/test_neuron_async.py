@@ -314,6 +314,9 @@ def test_compiled_kernels_wait_for_the_stream():
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
                                     torch.nn.Linear(32, 8)).to(D)
         compiled = torch.compile(model)
+        compiled(X[:6, :16]).sum().backward()  # compile both graphs first (seconds)
+        model.zero_grad()
+        torch.accelerator.synchronize()
         x = chain(12)[:6, :16] * 0.01 + 1    # queued behind a long chain
         eager = model(x)
         actual = compiled(x)
