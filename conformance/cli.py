@@ -4,16 +4,57 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 
+def init(argv: Sequence[str]) -> int:
+    """``conformance init NAME``: probe the backend and write NAME.toml for review."""
+    parser = argparse.ArgumentParser(
+        prog="conformance init",
+        description="Probe a backend (the capabilities area's probes) and write its manifest, "
+        "every capability filled and commented with what the probe saw, for you to review. It "
+        "writes no known failures.",
+    )
+    parser.add_argument("backend", help="the device type: the name torch knows it by")
+    parser.add_argument(
+        "-o", "--output", type=Path, help="where to write it (default: ./BACKEND.toml)"
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+    args = parser.parse_args(argv)
+    output = args.output or Path(f"{args.backend}.toml")
+    if output.exists() and not args.force:
+        parser.error(f"{output} exists; pass --force to overwrite it, or -o another path")
+    from .backend import Backend
+    from .manifest import Capabilities, Manifest
+    from .probes import manifest_text, probe
+
+    placeholder = Manifest(args.backend, "", Capabilities(frozenset(), frozenset()), ())
+    try:
+        Backend(args.backend, placeholder).check_usable()
+    except RuntimeError as error:
+        parser.error(str(error))
+    text = manifest_text(probe(args.backend))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    sys.stdout.write(
+        f"wrote {output}: review each line, then run\n"
+        f"  conformance --backend {args.backend} --manifest-dir {output.parent}\n"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["init"]:
+        return init(argv[1:])
     parser = argparse.ArgumentParser(
         prog="conformance",
         description="Check a PyTorch backend against identical semantics. Extra arguments after "
-        "'--' go to pytest.",
+        "'--' go to pytest. `conformance init NAME` writes a manifest for a new backend.",
     )
     parser.add_argument("--backend", help="cpu, cuda, mps, xpu, neuron, ... (default: current)")
     parser.add_argument("--reference", default="cpu")
@@ -22,6 +63,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results as JSON")
     parser.add_argument("--markdown", help="write the Markdown matrix")
     parser.add_argument("--label", help="column name in the report (default: the backend)")
+    parser.add_argument(
+        "--manifest-dir", help="manifests that add to (and override) the packaged ones"
+    )
+    parser.add_argument(
+        "--capabilities",
+        choices=["declared", "probed"],
+        default="declared",
+        help="probed: run on the probed capabilities, no manifest needed (labelled "
+        "'probed, not declared')",
+    )
     args, rest = parser.parse_known_args(argv)
     pytest_args = ["--pyargs", "conformance", "-p", "xdist", "-n", args.workers]
     pytest_args += ["--reference", args.reference, "--conformance-profile", args.profile]
@@ -30,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("--conformance-json", args.json),
         ("--conformance-markdown", args.markdown),
         ("--conformance-label", args.label),
+        ("--manifest-dir", args.manifest_dir),
+        ("--capabilities", args.capabilities),
     ):
         if value:
             pytest_args += [option, value]

@@ -13,6 +13,13 @@ A manifest is ``backends/<name>.toml``::
     autocast_dtypes = ["bfloat16"]           # dtypes torch.autocast(device) accepts
     per_device_rng = true                    # each device has its own default generator
     serialization = true                     # torch.save / torch.load keep the device
+    # optional: the ops autocast runs in the lower-precision dtype, and those it runs in float32
+    # (names of test_autocast.py's tables); absent means CUDA's lists, which most backends reuse
+    autocast_lower_precision_ops = ["mm", "matmul", ...]
+    autocast_float32_ops = ["softmax", "exp", ...]
+    compile = true                           # torch.compile's default backend runs on it
+    distributed = true                       # a torch.distributed process group for it
+    profiler = true                          # the profilers record device events and time
 
     [[known_failures]]
     test = "test_views.py::test_as_strided_shares_storage"   # a node id suffix
@@ -21,6 +28,10 @@ A manifest is ``backends/<name>.toml``::
     fixed_by = ["0001-....patch"]   # optional: the series patches that fix it (see patched.py)
 
 A capability that is absent is an expectation, not a skip: the tests then expect a clear error.
+The exceptions are the whole-feature areas (compile, distributed, profiler): a backend without
+the feature has no defined behaviour to test, so their tests are "not applicable".
+Known failures belong to one backend: a manifest never inherits another's (not even the one it
+was copied from), and ``conformance init`` writes none.
 """
 
 from __future__ import annotations
@@ -41,7 +52,14 @@ CAPABILITY_FLAGS = (
     "pinned_memory",
     "per_device_rng",
     "serialization",
+    "compile",
+    "distributed",
+    "profiler",
 )
+
+
+# Autocast op lists a manifest may declare (their names: the tables of test_autocast.py).
+OP_LISTS = ("autocast_lower_precision_ops", "autocast_float32_ops")
 
 
 class ManifestError(ValueError):
@@ -84,6 +102,12 @@ class Capabilities:
     pinned_memory: bool = False
     per_device_rng: bool = False
     serialization: bool = True
+    # None: CUDA's op lists (test_autocast.py's tables), which PrivateUse1 backends reuse.
+    autocast_lower_precision_ops: frozenset[str] | None = None
+    autocast_float32_ops: frozenset[str] | None = None
+    compile: bool = False
+    distributed: bool = False
+    profiler: bool = False
 
     def supports(self, dtype: torch.dtype) -> bool:
         return dtype in self.dtypes
@@ -97,6 +121,9 @@ class Manifest:
     source: str
     capabilities: Capabilities
     known_failures: tuple[KnownFailure, ...]
+    # True for capabilities probed at run time (``--capabilities=probed``): nobody declared them,
+    # and reports say so.
+    probed: bool = False
 
     def known_failure(self, nodeid: str) -> KnownFailure | None:
         return next((entry for entry in self.known_failures if entry.matches(nodeid)), None)
@@ -119,12 +146,23 @@ def parse(text: str, backend: str, source: str) -> Manifest:
     if unknown_tables:
         raise ManifestError(f"{source}: unknown section(s) {sorted(unknown_tables)}.")
     raw = dict(data.get("capabilities", {}))
-    unknown = set(raw) - set(CAPABILITY_FLAGS) - {"dtypes", "autocast_dtypes"}
+    unknown = set(raw) - set(CAPABILITY_FLAGS) - {"dtypes", "autocast_dtypes", *OP_LISTS}
     if unknown:
         raise ManifestError(
             f"{source}: unknown capability {sorted(unknown)}; known: "
-            f"dtypes, autocast_dtypes, {', '.join(CAPABILITY_FLAGS)}."
+            f"dtypes, autocast_dtypes, {', '.join((*CAPABILITY_FLAGS, *OP_LISTS))}."
         )
+    op_lists = {}
+    for field in OP_LISTS:
+        if field not in raw:
+            continue
+        names = raw.pop(field)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ManifestError(
+                f"{source}: capability {field!r} must be a list of op names "
+                '(e.g. ["mm", "linear"]), or absent for CUDA\'s list.'
+            )
+        op_lists[field] = frozenset(names)
     for flag in CAPABILITY_FLAGS:
         if flag in raw and not isinstance(raw[flag], bool):
             raise ManifestError(f"{source}: capability {flag!r} must be true or false.")
@@ -133,6 +171,7 @@ def parse(text: str, backend: str, source: str) -> Manifest:
     capabilities = Capabilities(
         dtypes=frozenset(_dtype(name, source) for name in raw.pop("dtypes")),
         autocast_dtypes=frozenset(_dtype(name, source) for name in raw.pop("autocast_dtypes", [])),
+        **op_lists,
         **raw,
     )
     known = []
@@ -171,21 +210,33 @@ def parse(text: str, backend: str, source: str) -> Manifest:
 
 
 def load(backend: str, directory: Path | None = None) -> Manifest:
-    """Load ``backends/<backend>.toml`` (or ``directory/<backend>.toml``).
+    """Load the manifest of ``backend``: ``directory/<backend>.toml`` if there is one (a vendor's
+    own, or one that overrides the packaged manifest), else the packaged
+    ``conformance/backends/<backend>.toml``.
 
     Raises ManifestError if there is none: a backend without a manifest has declared nothing,
-    and the suite will not guess.
+    and the suite will not guess (``conformance init NAME`` probes it and writes one).
     """
     if directory is not None:
+        if not directory.is_dir():
+            raise ManifestError(f"--manifest-dir {directory}: not a directory.")
         path = directory / f"{backend}.toml"
-        if not path.is_file():
-            raise ManifestError(f"No manifest for backend {backend!r}: {path} does not exist.")
-        return parse(path.read_text(), backend, str(path))
+        if path.is_file():
+            return parse(path.read_text(), backend, str(path))
     file = resources.files("conformance") / "backends" / f"{backend}.toml"
     if not file.is_file():
+        looked = f"{directory}/ nor in " if directory is not None else ""
         raise ManifestError(
-            f"No manifest for backend {backend!r} in conformance/backends/. Write "
-            f"conformance/backends/{backend}.toml (copy cpu.toml and declare what the backend "
-            "supports), or pass --manifest-dir DIR."
+            f"No manifest for backend {backend!r} in {looked}conformance/backends/. Run "
+            f"`conformance init {backend}` to probe the backend and write {backend}.toml for "
+            "you to review, then pass --manifest-dir with its folder (or run once with "
+            "--capabilities=probed)."
         )
     return parse(file.read_text(), backend, f"conformance/backends/{backend}.toml")
+
+
+def missing(backend: str, directory: Path | None = None) -> bool:
+    """True if neither ``directory`` nor the package has a manifest for ``backend``."""
+    if directory is not None and (directory / f"{backend}.toml").is_file():
+        return False
+    return not (resources.files("conformance") / "backends" / f"{backend}.toml").is_file()

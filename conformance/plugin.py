@@ -20,7 +20,7 @@ from hypothesis import HealthCheck
 from . import manifest as manifests
 from .backend import Backend, default_backend_name, torch_version
 from .patched import applied_patches
-from .report import Result, write_json, write_markdown
+from .report import Result, failure_groups, split_dispatcher_dump, write_json, write_markdown
 
 PROFILES = {
     # name: (max_examples, per-test timeout in seconds)
@@ -60,7 +60,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="default",
         help="hypothesis example counts and timeouts (quick is for CI)",
     )
-    group.addoption("--manifest-dir", default=None, help="read manifests from this directory")
+    group.addoption(
+        "--manifest-dir",
+        default=None,
+        help="manifests in this directory add to the packaged ones, and override those of the "
+        "same backend",
+    )
+    group.addoption(
+        "--capabilities",
+        choices=["declared", "probed"],
+        default="declared",
+        help="probed: run on capabilities probed now instead of a manifest (no known failures; "
+        "the header and reports say 'probed, not declared')",
+    )
     group.addoption("--conformance-json", default=None, help="write the results as JSON here")
     group.addoption(
         "--conformance-markdown", default=None, help="write the results as a Markdown matrix here"
@@ -147,7 +159,17 @@ class ConformanceSession:
         manifest_dir = Path(directory) if directory else None
         name = config.getoption("backend") or default_backend_name()
         reference = config.getoption("reference")
-        self.backend = Backend(name, manifests.load(name, manifest_dir))
+        self.probed = config.getoption("capabilities") == "probed"
+        if self.probed:
+            from .probes import probe
+
+            try:
+                Backend(name, manifests.load("cpu")).check_usable()
+            except RuntimeError as error:  # nothing to probe: the same usage error as --backend
+                raise pytest.UsageError(str(error)) from error
+            self.backend = Backend(name, probe(name).manifest())
+        else:
+            self.backend = Backend(name, manifests.load(name, manifest_dir))
         self.reference = Backend(reference, manifests.load(reference, manifest_dir))
         self.profile = config.getoption("conformance_profile")
         self.patches = applied_patches()
@@ -169,6 +191,14 @@ class ConformanceSession:
             f"conformance: torch is {self._torch_state()}",
             f"conformance: manifest={self.backend.manifest.source} "
             f"known failures={len(self.backend.manifest.known_failures)}",
+            *(
+                [
+                    "conformance: capabilities PROBED, NOT DECLARED: "
+                    + _describe(self.backend.capabilities)
+                ]
+                if self.probed
+                else []
+            ),
         ]
 
     def _torch_state(self) -> str:
@@ -238,6 +268,8 @@ class ConformanceSession:
         nodeid = conformance_nodeid(item)
         if nodeid is not None:
             report.conformance_nodeid = nodeid
+            if report.failed and call.excinfo is not None:
+                report.conformance_failure = _failure(call.excinfo, str(report.longrepr))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -259,12 +291,23 @@ class ConformanceSession:
         if previous is not None and previous.outcome in ("failed", "error"):
             return  # a passing teardown must not hide a failed call
         detail = ""
-        if report.failed and report.longrepr is not None:
+        failure = getattr(report, "conformance_failure", None) or {}
+        if failure:
+            detail = failure["detail"]
+        elif report.failed and report.longrepr is not None:
             detail = str(report.longrepr)[-4000:]
         elif hasattr(report, "wasxfail"):
             detail = report.wasxfail
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            detail = str(report.longrepr[2]).removeprefix("Skipped: ")  # why not applicable
         self.results[nodeid] = Result(
-            nodeid=nodeid, area=area_of(nodeid), outcome=outcome, detail=detail
+            nodeid=nodeid,
+            area=area_of(nodeid),
+            outcome=outcome,
+            detail=detail,
+            error=failure.get("error", ""),
+            where=failure.get("where", ""),
+            dispatcher_dump=failure.get("dispatcher_dump", ""),
         )
 
     def _id_under_rootdir(self, nodeid: str) -> str | None:
@@ -285,6 +328,9 @@ class ConformanceSession:
             "python": platform.python_version(),
             "profile": self.profile,
             "patches": list(self.patches),
+            # "probed": nobody declared these capabilities (--capabilities=probed)
+            "capabilities": "probed" if self.probed else "declared",
+            "declared_capabilities": _describe(self.backend.capabilities),
             "stale_known_failures": [dataclasses.asdict(e) for e in self.stale_known_failures],
             "results": [dataclasses.asdict(r) for r in self.results.values()],
         }
@@ -326,12 +372,76 @@ class ConformanceSession:
         for result in self.results.values():
             area = counts.setdefault(result.area, {})
             area[result.outcome] = area.get(result.outcome, 0) + 1
+        if self.probed:
+            terminalreporter.write_line(
+                "capabilities PROBED, NOT DECLARED (no manifest): "
+                + _describe(self.backend.capabilities),
+                yellow=True,
+            )
         for area in sorted(counts):
             summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts[area].items()))
             terminalreporter.write_line(f"{self.label:>10}  {area:<22} {summary}")
+        groups = failure_groups([dataclasses.asdict(r) for r in self.results.values()])
+        if groups:
+            failing = sum(len(members) for _, members in groups)
+            terminalreporter.write_line(
+                f"failures by root cause: {failing} in {len(groups)} causes"
+            )
+            for (_, where), members in groups:
+                error = members[0]["error"] or members[0]["detail"].strip().splitlines()[-1]
+                folded = next((m["dispatcher_dump"] for m in members if m["dispatcher_dump"]), "")
+                note = (
+                    f" [dispatcher dump, {len(folded.splitlines())} lines, folded]"
+                    if folded
+                    else ""
+                )
+                terminalreporter.write_line(
+                    f"  {len(members):>4} x {error}" + (f"  (in {where})" if where else "") + note,
+                    red=True,
+                )
+                shown = ", ".join(m["nodeid"].split("conformance/", 1)[-1] for m in members[:3])
+                more = f", and {len(members) - 3} more" if len(members) > 3 else ""
+                terminalreporter.write_line(f"         {shown}{more}")
 
 
 _SESSION_KEY = pytest.StashKey[ConformanceSession]()
+_ERROR_KEY = pytest.StashKey[str]()  # why there is no session, for a run of the suite
+
+
+def _describe(capabilities: manifests.Capabilities) -> str:
+    dtypes = ",".join(sorted(str(d).removeprefix("torch.") for d in capabilities.dtypes))
+    flags = [flag for flag in manifests.CAPABILITY_FLAGS if getattr(capabilities, flag)]
+    autocast = ",".join(sorted(str(d).removeprefix("torch.") for d in capabilities.autocast_dtypes))
+    return f"dtypes={dtypes} autocast={autocast or '-'} {' '.join(flags) or '(no flags)'}"
+
+
+def _failure(excinfo: pytest.ExceptionInfo, longrepr: str) -> dict[str, str]:
+    """A failure's root cause (first line of the error, the callable that raised it) and its
+    detail: the exception first when the backend (or torch) raised it, not an assertion of the
+    suite, with the dispatcher's kernel listing cut out (reports fold it)."""
+    error = excinfo.value
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:  # hypothesis, several bugs
+        error = error.exceptions[0]
+    message = str(error).strip()
+    message, dump = split_dispatcher_dump(message)
+    first = (message.strip().splitlines() or [""])[0]
+    text, dump_in_repr = split_dispatcher_dump(longrepr)
+    dump = dump or dump_in_repr
+    where = ""
+    traceback = excinfo.traceback
+    if len(traceback):
+        entry = traceback[-1]
+        where = f"{Path(str(entry.path)).name}::{entry.name}"
+    name = type(error).__name__
+    detail = text[-4000:]
+    if not isinstance(error, AssertionError):  # the backend's own exception: it comes first
+        detail = f"{name}: {message.strip()}\n\n--- traceback ---\n{text[-3000:]}"
+    return {
+        "error": f"{name}: {first}"[:300],
+        "where": where,
+        "detail": detail,
+        "dispatcher_dump": dump,
+    }
 
 
 def _session(config: pytest.Config) -> ConformanceSession:
@@ -345,9 +455,12 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         state = ConformanceSession(config)
     except manifests.ManifestError as error:
-        if config.getoption("backend"):
+        if config.getoption("backend") or _runs_the_suite(config):
             raise pytest.UsageError(str(error)) from error
-        return  # not a conformance run on a backend we know: stay out of the way
+        # Not (visibly) a run of the suite: stay out of the way, unless it collects the suite's
+        # tests (pytest_collection_modifyitems says why they cannot run).
+        config.stash[_ERROR_KEY] = str(error)
+        return
     if not state.is_worker:
         for option in ("conformance_json", "conformance_markdown"):
             if config.getoption(option):
@@ -356,8 +469,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(state, "conformance-session")
 
 
+def _runs_the_suite(config: pytest.Config) -> bool:
+    """True if the command line names the suite: ``--pyargs conformance[.test_x]`` (what the
+    ``conformance`` command runs), a path inside the package, or a folder that holds it (and is
+    not --ignore'd). pytest-xdist's controller collects nothing, so this is its only check."""
+    ignored = [Path(p).resolve() for p in (config.getoption("ignore") or [])]
+    if any(p == _PACKAGE or p in _PACKAGE.parents for p in ignored):
+        return False
+    for arg in config.args:
+        target = arg.split("::", 1)[0]
+        if config.option.pyargs and target.split(".", 1)[0] == _PACKAGE.name:
+            return True
+        path = Path(config.invocation_params.dir, target).resolve()
+        if path == _PACKAGE or _PACKAGE in path.parents or path in _PACKAGE.parents:
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # The suite's tests collected without a session: every one would need the backend fixture.
+    if _SESSION_KEY not in config.stash and any(_is_conformance_item(i) for i in items):
+        raise pytest.UsageError(config.stash.get(_ERROR_KEY, "no conformance session"))
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    if _SESSION_KEY in config.stash and config.getoption("backend"):
+    if _SESSION_KEY in config.stash and (config.getoption("backend") or _session(config).probed):
         return _session(config).header()
     return []
 

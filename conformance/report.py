@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,95 @@ class Result:
     nodeid: str
     area: str
     outcome: str
-    detail: str = ""
+    detail: str = ""  # the failure (exception first), or why it is not applicable or known
+    # For failures: the root cause, which groups failures in the reports.
+    error: str = ""  # the first line of the exception, "Type: message"
+    where: str = ""  # the callable that raised it, "file.py::function"
+    dispatcher_dump: str = ""  # the dispatcher's kernel listing, cut out of an exception
+
+
+# The dispatcher's "Could not run 'aten::x' with arguments from the 'B' backend" lists every
+# dispatch key's kernel, one "Key: registered at file:line [kind]" line each: a hundred lines
+# that bury the exception.
+_DUMP_LINE = re.compile(r"^\s*\w[\w ]*: (registered at |fallthrough registered at |registered in )")
+
+
+def split_dispatcher_dump(text: str) -> tuple[str, str]:
+    """``text`` without the dispatcher's kernel listing, and the listing ("" if none)."""
+    lines = text.splitlines()
+    dump = [i for i, line in enumerate(lines) if _DUMP_LINE.match(line)]
+    if len(dump) < 3:
+        return text, ""
+    kept = [line for i, line in enumerate(lines) if i not in set(dump)]
+    listing = [lines[i] for i in dump]
+    # "Could not run 'aten::x' with arguments from the 'B' backend. This could be because ...
+    # only available for these backends: [forty keys]." keeps its first sentence.
+    for index, line in enumerate(kept):
+        match = _COULD_NOT_RUN.search(line)
+        if match:
+            kept[index] = line[: match.start(2)].rstrip()
+            listing.insert(0, match.group(2).strip())
+    return "\n".join(kept).rstrip() + "\n", "\n".join(listing)
+
+
+_COULD_NOT_RUN = re.compile(
+    r"(Could not run '[^']+' with arguments from the '[^']+' backend\.)"
+    r"( This could be because .*?only available for these backends: \[[^\]]*\]\.)"
+)
+
+
+def cause(result: dict) -> tuple[str, str]:
+    """A failure's root cause: (first line of the error, failing callable). Dtype names and
+    numbers are masked, so that the same bug in other dtypes, sizes or indices is one cause."""
+    error = _DTYPE.sub("<dtype>", _error(result))
+    return re.sub(r"\b\d+\b", "N", error)[:200], result.get("where", "")
+
+
+_DTYPE = re.compile(r"\b(torch\.)?(float|bfloat|int|uint|complex)\d+\w*\b")
+
+
+def _error(result: dict) -> str:
+    return result.get("error") or (result.get("detail", "").strip().splitlines() or [""])[-1]
+
+
+def failure_groups(results: Sequence[dict]) -> list[tuple[tuple[str, str], list[dict]]]:
+    """Failed and erroring results grouped by cause, the largest group first."""
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for result in results:
+        if result["outcome"] in ("failed", "error"):
+            groups.setdefault(cause(result), []).append(result)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def _short(nodeid: str) -> str:
+    return nodeid.split("conformance/", 1)[-1]
+
+
+def failures_markdown(run: dict) -> list[str]:
+    """The failures of one run grouped by cause; each dispatcher dump folded."""
+    groups = failure_groups(run["results"])
+    if not groups:
+        return []
+    count = sum(len(members) for _, members in groups)
+    lines = ["", f"### Failures of {run['label']}: {count} in {len(groups)} causes", ""]
+    for (_, where), members in groups:
+        at = f" in `{where}`" if where else ""
+        lines.append(f"- **{len(members)}** x `{_error(members[0])}`{at}")
+        for result in members:
+            lines.append(f"  - `{_short(result['nodeid'])}` ({result['outcome']})")
+        dump = next((r["dispatcher_dump"] for r in members if r.get("dispatcher_dump")), "")
+        if dump:
+            lines += [
+                "",
+                f"  <details><summary>dispatcher dump ({len(dump.splitlines())} lines)</summary>",
+                "",
+                "  ```",
+                *(f"  {line}" for line in dump.splitlines()),
+                "  ```",
+                "",
+                "  </details>",
+            ]
+    return lines
 
 
 def write_json(path: Path, run: dict) -> None:
@@ -76,7 +165,7 @@ def matrix(runs: Sequence[dict]) -> str:
     lines.append("| **total** | " + " | ".join(totals) + " |")
     details = [
         f"- {run['label']}: backend {run['backend']}, torch {run['torch']}"
-        f"{_patch_state(run)}, profile {run['profile']}{_completeness(run)}"
+        f"{_patch_state(run)}, profile {run['profile']}{_capabilities(run)}{_completeness(run)}"
         for run in runs
     ]
     stale = [
@@ -84,7 +173,8 @@ def matrix(runs: Sequence[dict]) -> str:
         for run in runs
         for entry in run.get("stale_known_failures", [])
     ]
-    return "\n".join(lines + [""] + details + stale + differences(runs)) + "\n"
+    failures = [line for run in runs for line in failures_markdown(run)]
+    return "\n".join(lines + [""] + details + stale + failures + differences(runs)) + "\n"
 
 
 def is_complete(run: dict) -> bool:
@@ -103,6 +193,12 @@ def _completeness(run: dict) -> str:
 def _patch_state(run: dict) -> str:
     patches = run.get("patches") or []
     return f" + {len(patches)} series patches" if patches else " (stock)"
+
+
+def _capabilities(run: dict) -> str:
+    if run.get("capabilities") == "probed":
+        return ", capabilities **probed, not declared** (no manifest)"
+    return ""
 
 
 def differences(runs: Sequence[dict]) -> list[str]:

@@ -5,6 +5,8 @@ Expectations follow PyTorch's Autocast Op Reference: ops on the lower-precision 
 autocast dtype, ops on the float32 list run in float32, and unlisted ops "run in the type defined
 by their inputs". Accelerators (CUDA, XPU, MPS and PrivateUse1 backends that reuse CUDA's lists)
 share one float32 list; the CPU's is shorter, so the CPU is held to its own documented list.
+A backend that lowers fewer (or other) ops on purpose declares its lists in its manifest
+(``autocast_lower_precision_ops``, ``autocast_float32_ops``); the tests follow them.
 """
 
 from __future__ import annotations
@@ -66,6 +68,34 @@ def _operands(device: torch.device, dtype: torch.dtype = torch.float32) -> list[
     return [torch.randn(4, 4, generator=generator).to(device, dtype) for _ in range(2)]
 
 
+def lower_precision_ops(backend) -> frozenset[str]:  # noqa: ANN001
+    """The ops the backend's autocast lowers: its manifest's list, by default CUDA's."""
+    declared = backend.capabilities.autocast_lower_precision_ops
+    return frozenset(LOWER_PRECISION) if declared is None else declared
+
+
+def float32_ops(backend) -> frozenset[str]:  # noqa: ANN001
+    """The ops the backend's autocast runs in float32: its manifest's list, by default CUDA's
+    (the CPU's own documented list is shorter)."""
+    declared = backend.capabilities.autocast_float32_ops
+    if declared is not None:
+        return declared
+    return frozenset(name for name, (_, on_cpu) in FLOAT32.items() if on_cpu or not backend.is_cpu)
+
+
+def test_declared_autocast_op_lists_name_ops_the_suite_knows(backend):
+    for field, known in (
+        ("autocast_lower_precision_ops", LOWER_PRECISION),
+        ("autocast_float32_ops", FLOAT32),
+    ):
+        declared = getattr(backend.capabilities, field)
+        unknown = sorted(set(declared or ()) - set(known))
+        assert not unknown, (
+            f"{backend.manifest.source}: {field} names {unknown}, which the suite does not "
+            f"know; known: {sorted(known)}"
+        )
+
+
 def _require_autocast_dtype(backend, dtype: torch.dtype) -> None:  # noqa: ANN001
     if dtype not in backend.capabilities.autocast_dtypes:
         pytest.skip(f"not applicable: autocast_dtypes does not declare {dtype}")
@@ -78,20 +108,27 @@ def test_lower_precision_ops_run_in_the_autocast_dtype(backend, device, name, dt
     a, b = _operands(device)
     with torch.autocast(device.type, dtype=dtype):
         result = LOWER_PRECISION[name](a, b)
+    # An op the manifest leaves off its list runs in its inputs' dtype (float32 here).
+    expected = dtype if name in lower_precision_ops(backend) else torch.float32
     assert_on_device(result, device, what=name)
-    assert_dtype(result, dtype, what=f"{name} under torch.autocast({device.type!r}, {dtype})")
+    assert_dtype(
+        result,
+        expected,
+        what=f"{name} under torch.autocast({device.type!r}, {dtype}) "
+        f"({'on' if expected == dtype else 'off'} the lower-precision list)",
+    )
 
 
 @pytest.mark.parametrize("dtype", AUTOCAST_CANDIDATES, ids=str)
 @pytest.mark.parametrize("name", sorted(FLOAT32))
 def test_precision_sensitive_ops_run_in_float32(backend, device, name, dtype):
     _require_autocast_dtype(backend, dtype)
-    op, on_cpu_list = FLOAT32[name]
+    op, _ = FLOAT32[name]
     a, b = _operands(device, dtype)
     with torch.autocast(device.type, dtype=dtype):
         result = op(a, b)
-    # The CPU's float32 list is shorter; an op it does not list runs in its inputs' dtype.
-    expected = torch.float32 if on_cpu_list or not backend.is_cpu else dtype
+    # An op off the backend's float32 list runs in its inputs' dtype.
+    expected = torch.float32 if name in float32_ops(backend) else dtype
     assert_on_device(result, device, what=name)
     assert_dtype(
         result, expected, what=f"{name}({dtype} operands) under torch.autocast({device.type!r})"

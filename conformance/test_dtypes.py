@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import warnings
 from collections.abc import Callable
 
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from .assertions import assert_matches_reference, assert_on_device, reproducer
-from .strategies import CORE_DTYPES, MAKE_SNIPPET, TensorSpec, shapes
+from .strategies import CORE_DTYPES, MAKE_SNIPPET, TensorSpec, halfway_values, make, shapes
 
 BinaryOp = Callable[[object, object], torch.Tensor]
 
@@ -438,3 +439,104 @@ def test_default_dtype_governs_float_results(backend, device):
         assert (x / 2).cpu().tolist() == [0.0, 0.5, 1.0, 1.5]
     finally:
         torch.set_default_dtype(previous)
+
+
+# ---- conversions: every pair of declared dtypes ----
+
+CONVERSION_DTYPES = CORE_DTYPES + (torch.float8_e4m3fn, torch.float8_e5m2)
+LOW_PRECISION_FLOATS = (torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def conversion_source(dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Values of ``dtype`` that conversions get wrong: random ones, extremal floats or integers
+    at their limits, k + 0.5 (truncated toward zero into integers) and, for every
+    lower-precision float, values exactly halfway between two of its neighbours (rounded to
+    the even one)."""
+    kind = "extremal" if dtype.is_floating_point else "limits"
+    parts = [make((8,), dtype, seed), make((8,), dtype, seed + 1, kind)]
+    if dtype.is_floating_point or dtype.is_complex:
+        halves = make((6,), torch.int64, seed + 2).div(5, rounding_mode="trunc") + 0.5
+        parts.append(halves.to(dtype))
+        for target in LOW_PRECISION_FLOATS:
+            halfway = halfway_values(target, seed + 3, count=6)
+            exact = halfway.to(dtype).to(torch.float32) == halfway
+            parts.append(halfway[exact].to(dtype))
+    return torch.cat(parts)
+
+
+def convertible(values: torch.Tensor, target: torch.dtype) -> torch.Tensor:
+    """The values whose conversion to ``target`` C++ defines: a float converts to an integer
+    only if it is finite and its truncation fits (else undefined behaviour, which differs
+    between CPUs and accelerators)."""
+    if target.is_floating_point or target.is_complex or target == torch.bool:
+        return values
+    if not (values.dtype.is_floating_point or values.dtype.is_complex):
+        return values
+    real = values.real if values.dtype.is_complex else values
+    real = real.float()
+    info = torch.iinfo(target)
+    keep = real.isfinite() & (real.trunc() >= info.min) & (real.trunc() <= min(info.max, 2**24))
+    return values[keep]
+
+
+@pytest.mark.parametrize("source", CONVERSION_DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_conversion_to_every_declared_dtype_matches_reference(backend, device, source):
+    """A tensor converted on the device (``.to(dtype)``) from ``source`` to every declared
+    dtype gives the reference's values: round-to-nearest-even for halfway values,
+    truncation into integers, wrap-around between integers, NaN, infinities and -0.0 kept."""
+    if not backend.capabilities.supports(source):
+        pytest.skip(f"the backend does not declare {source}")
+    targets = [d for d in CONVERSION_DTYPES if backend.capabilities.supports(d)]
+
+    @given(seed=st.integers(0, 2**16))
+    def check(seed: int) -> None:
+        values = conversion_source(source, seed)
+        on_device = values.to(device)
+        for target in targets:
+            kept = convertible(values, target)
+            snippet = MAKE_SNIPPET + (
+                "from conformance.test_dtypes import conversion_source, convertible\n"
+                f"x = convertible(conversion_source({source}, {seed}), {target})\n"
+                f"expected = x.to({target})\nactual = x.to('{device}').to({target})\n"
+                "print(expected, actual.cpu())"
+            )
+            try:
+                expected = kept.to(target)
+            except (RuntimeError, TypeError) as error:
+                with pytest.raises(type(error)):
+                    convertible(on_device, target).to(target)
+                continue
+            actual = convertible(on_device, target).to(target)
+            assert_on_device(actual, device, what=f"{source} to {target}")
+            assert_matches_reference(
+                actual, expected, what=f"{source} to {target}", snippet=snippet, tolerance=(0, 0)
+            )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Casting complex values to real discards..."
+        check()
+
+
+@given(seed=st.integers(0, 2**16), decimals=st.integers(0, 2))
+def test_round_halves_to_even_like_the_reference(backend, device, seed, decimals):
+    """torch.round of values halfway between two candidates rounds to the even one (2.5 to
+    2, -0.5 to -0.0), as on the reference, with and without decimals."""
+    halves = (make((12,), torch.int64, seed).div(4, rounding_mode="trunc") + 0.5).float()
+    values = halves / 10**decimals
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        if not backend.capabilities.supports(dtype):
+            continue
+        x = values.to(dtype)
+        expected = torch.round(x, decimals=decimals)
+        actual = torch.round(x.to(device), decimals=decimals)
+        assert_matches_reference(
+            actual,
+            expected,
+            what=f"round({dtype}, decimals={decimals})",
+            tolerance=(0, 0),
+            snippet=MAKE_SNIPPET
+            + f"x = ((make((12,), torch.int64, {seed}).div(4, rounding_mode='trunc') + 0.5)"
+            f".float() / 10**{decimals}).to({dtype})\n"
+            f"print(torch.round(x, decimals={decimals}), "
+            f"torch.round(x.to('{device}'), decimals={decimals}).cpu())",
+        )

@@ -2,7 +2,9 @@
 the user naming it: GradScaler() and FSDP's ShardedGradScaler, activation checkpointing with
 dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and PagedAttention,
 printing a tensor, the profiler's tables and memory timeline, DataParallel and parallel_apply,
-torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging.
+torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging,
+fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone,
+the error for device tensors sent to another process.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -319,11 +321,16 @@ def test_memory_timeline_defaults_to_the_current_accelerator(backend, device):
 
     from torch.profiler import ProfilerActivity, profile
 
+    # The device's timeline must be told apart from the host's: 1 MiB on the device and 3 MiB on
+    # the host. A backend that stages fills on the host puts the device's peak on the host's
+    # timeline too; the 3 MiB keep the two apart. (The timeline counts only tensors an operator
+    # touched: torch.empty alone would leave the device's empty.)
     with profile(
         activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True
     ) as prof:
         x = torch.ones(256 * 1024, device=device)  # 1 MiB
-        del x
+        host = torch.ones(3 * 256 * 1024)  # 3 MiB
+        del x, host
 
     def peak(**kwargs: str) -> int:
         with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
@@ -334,8 +341,16 @@ def test_memory_timeline_defaults_to_the_current_accelerator(backend, device):
         return max((sum(s) for s in sizes), default=0)
 
     named = peak(device=f"{device.type}:0")
-    assert named >= 1 << 20, f"the {device.type}:0 memory timeline peaks at {named} bytes"
+    assert 1 << 20 <= named < 3 << 20, (
+        f"the {device.type}:0 memory timeline peaks at {named} bytes, not the 1 MiB allocated there"
+    )
+    host = peak(device="cpu")
+    assert host >= 3 << 20, f"the cpu memory timeline peaks at {host} bytes, not 3 MiB or more"
     default = peak()
+    assert default != host, (
+        f"export_memory_timeline() without a device exported the cpu timeline (peak {host} "
+        f"bytes), not {device.type}:0's ({named}): it must default to the current accelerator"
+    )
     assert default == named, (
         f"export_memory_timeline() without a device peaks at {default} bytes, but the "
         f"{device.type}:0 timeline at {named}: it must default to the current accelerator"
@@ -545,3 +560,103 @@ def test_recurrent_layers_train_like_the_cpu(device, kind):
     expected.square().sum().backward()
     for (name, got), want in zip(module.named_parameters(), reference.parameters(), strict=True):
         assert_matches_reference(got.grad, want.grad, what=f"nn.{kind} {name}.grad on {device}")
+
+
+# ---- second wave, frontend (patches 0022-0039): fork_rng's advice, TorchTidy's TF32 advice,
+# collect_env, dynamo's RNG preservation, multiprocessing's error ----
+
+
+def test_fork_rng_warning_gives_advice_the_backend_understands(backend, device, monkeypatch):
+    require_accelerator(backend)
+    if backend.module.device_count() < 2:
+        pytest.skip("not applicable: fork_rng() only warns with more than one device")
+    monkeypatch.setattr(torch.random, "_fork_rng_warned_already", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.random.fork_rng():
+            pass
+    messages = [str(w.message) for w in caught if "fork_rng" in str(w.message)]
+    assert len(messages) == 1, f"expected one fork_rng() warning, got {messages}"
+    message = messages[0]
+    assert "device.upper()" not in message, f"fork_rng()'s warning is a broken f-string: {message}"
+    variables = set(re.findall(r"\b[A-Za-z]+_VISIBLE_DEVICES\b", message))
+    expected = {"CUDA_VISIBLE_DEVICES"} if device.type == "cuda" else set()
+    assert variables == expected, (
+        f"fork_rng()'s warning on {device.type} names {sorted(variables)}, which "
+        f"{device.type} does not read: {message}"
+    )
+    assert "devices=[0]" in message
+
+
+def test_profiler_gives_no_cuda_tf32_advice_for_device_matmuls(backend, device):
+    require_accelerator(backend)
+    if device.type == "cuda":
+        pytest.skip("not applicable: the TF32 advice is meant for CUDA matmuls")
+    from torch.profiler._pattern_matcher import FP32MatMulPattern
+
+    a = torch.randn(16, 16, generator=torch.Generator().manual_seed(0)).to(device)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        torch.mm(a, a)
+    matched = FP32MatMulPattern(prof).matched_events()
+    assert not matched, (
+        f"TorchTidy's FP32MatMulPattern matched {len(matched)} {device.type} matmul(s): it "
+        "would tell the user to set torch.backends.cuda.matmul.allow_tf32, a cuBLAS setting"
+    )
+
+
+def test_collect_env_reports_the_accelerator(backend, device, monkeypatch):
+    require_accelerator(backend)
+    from torch.utils import collect_env
+
+    # The package listings run pip and conda; they are not what is checked here.
+    monkeypatch.setattr(collect_env, "get_pip_packages", lambda *a, **k: ("pip3", ""))
+    monkeypatch.setattr(collect_env, "get_conda_packages", lambda *a, **k: "")
+    info = collect_env.get_pretty_env_info()
+    assert device.type in info, f"collect_env's report does not mention {device.type}:\n{info}"
+    if hasattr(backend.module, "get_device_name"):
+        name = backend.module.get_device_name(0)
+        assert name in info, f"collect_env's report does not name the device ({name}):\n{info}"
+
+
+def test_compiling_leaves_the_accelerator_rng_alone(backend, device):
+    require_accelerator(backend)
+    import torch._dynamo
+
+    def drawing_backend(gm, example_inputs):
+        torch.rand(64, device=device)  # what an autotuner does: benchmark on random inputs
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.manual_seed(0)
+        expected = torch.rand(8, device=device).cpu()
+        torch.manual_seed(0)
+        compiled = torch.compile(lambda x: x * 2 + 1, backend=drawing_backend, fullgraph=True)
+        compiled(torch.ones(4, device=device))
+        got = torch.rand(8, device=device).cpu()
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(got, expected), (
+        f"compiling advanced the {device.type} generator: a seeded draw after the first call "
+        "of a compiled function differs from the same draw without compiling"
+    )
+
+
+def test_sending_a_device_tensor_to_another_process_names_the_device(backend, device):
+    require_accelerator(backend)
+    if device.type == "cuda":
+        pytest.skip("not applicable: torch.multiprocessing shares CUDA tensors (CUDA IPC)")
+    import io
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401 - registers torch's reductions
+
+    t = torch.ones(3, device=device)
+    with pytest.raises(RuntimeError) as raised:
+        ForkingPickler(io.BytesIO()).dump(t)
+    message = str(raised.value)
+    assert device.type in message and "cpu()" in message, (
+        f"pickling a {device.type} tensor for another process (what a multiprocessing Queue does "
+        f"in its feeder thread, leaving the consumer waiting) fails with: {message!r}; the error "
+        "must name the device and say to send tensor.cpu()"
+    )

@@ -17,6 +17,7 @@ A sample that needs a dtype the backend does not declare must be refused with a 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Iterator
@@ -28,7 +29,14 @@ from hypothesis import strategies as st
 
 from .assertions import assert_matches_reference, assert_on_device, reproducer
 from .isolation import run_known_failure_in_child
-from .strategies import MAKE_SNIPPET, TensorSpec, shapes, strided_views
+from .strategies import (
+    MAKE_SNIPPET,
+    apply_view,
+    device_views,
+    make,
+    repeated_indices,
+    shapes,
+)
 
 # ---- part 1: PyTorch's OpInfo database ----
 
@@ -63,6 +71,25 @@ PROFILE_DEPTH = {
     "default": ({torch.float32: 4}, 24),
     "thorough": ({torch.float32: 1, torch.bfloat16: 1}, None),
 }
+# Every other declared dtype (float16, the integers, bool, complex...): a stratified sample,
+# each operator in one of every STRATA[profile] declared dtypes, rotating so that every
+# operator meets several dtypes beyond float32: quick takes the core selection, default every
+# eligible OpInfo (every OpInfo in every declared dtype would take about 30 minutes on 2 cores,
+# twice default's budget), thorough every OpInfo in every declared dtype. The first samples of
+# an OpInfo are its plain cases.
+STRATA = {"quick": 8, "default": 3, "thorough": 1}
+OTHER_DTYPE_SAMPLES = {"quick": 4, "default": 2, "thorough": None}
+# Gradients (OpInfo's backward samples), for the floating dtypes: quick compares these in
+# float32 (elementwise, reductions, linear algebra, indexing and the nn functions whose
+# backwards are kernels of their own); default every other OpInfo in float32 and every fourth
+# in the other declared floating dtypes; thorough every OpInfo that supports autograd in every
+# declared floating dtype.
+QUICK_GRADIENT_OPS = (
+    "div", "pow", "tanh", "sigmoid", "prod", "amax", "cumsum", "logsumexp", "var", "matmul",
+    "gather", "sort", "log_softmax", "nn.functional.gelu", "nn.functional.layer_norm",
+    "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.cross_entropy",
+)  # fmt: skip
+GRADIENT_SAMPLES = {"quick": 2, "default": 3, "thorough": None}
 
 RANDOM_OPS = {
     "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal",
@@ -129,8 +156,12 @@ def exclusion(op, dtype: torch.dtype) -> str:  # noqa: ANN001
     return ""
 
 
-def opinfo_cases(profile: str, known: set[str]) -> list[tuple[object, torch.dtype]]:
-    """The (OpInfo, dtype) pairs the profile compares, plus those ``known`` names by test id."""
+def opinfo_cases(
+    profile: str, known: set[str], declared: frozenset[torch.dtype] = frozenset()
+) -> list[tuple[object, torch.dtype]]:
+    """The (OpInfo, dtype) pairs the profile compares, plus those ``known`` names by test id:
+    the core selection in float32 and bfloat16 (every Nth other operator too, by profile),
+    and in the other ``declared`` dtypes a stratified sample (quick) or every operator."""
     ops, _ = op_database()
     beyond_core, _ = PROFILE_DEPTH[profile]
     cases = []
@@ -141,6 +172,45 @@ def opinfo_cases(profile: str, known: set[str]) -> list[tuple[object, torch.dtyp
             selected = op.name in core or (every_nth is not None and index % every_nth == 0)
             if selected or case_id(op, dtype) in known:
                 cases.append((op, dtype))
+    others = [d for d in OTHER_DTYPES if d in declared]
+    selected = {case_id(op, d) for op, d in cases}
+    for stratum, dtype in enumerate(others):
+        for index, op in enumerate(ops):
+            # quick rotates over the core selection's names (all variants of a name together)
+            if profile == "quick":
+                index = QUICK_OPS.index(op.name) if op.name in QUICK_OPS else -stratum - 1
+            chosen = (index + stratum) % STRATA[profile] == 0 and not exclusion(op, dtype)
+            if chosen or case_id(op, dtype) in known - selected:
+                cases.append((op, dtype))
+    return cases
+
+
+# The dtypes beyond float32 and bfloat16 that OpInfo cases are drawn in, where declared.
+OTHER_DTYPES = (
+    torch.float16, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
+    torch.uint8, torch.bool, torch.complex64, torch.complex128,
+)  # fmt: skip
+
+
+def gradient_cases(
+    profile: str, known: set[str], declared: frozenset[torch.dtype] = frozenset()
+) -> list[tuple[object, torch.dtype]]:
+    """The (OpInfo, floating dtype) pairs whose backward the profile compares."""
+    ops, _ = op_database()
+    cases = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        if dtype not in declared and dtype != torch.float32:
+            continue
+        for index, op in enumerate(ops):
+            if not op.supports_autograd or exclusion(op, dtype):
+                continue
+            if dtype not in op.supported_backward_dtypes("cpu"):
+                continue
+            core = dtype == torch.float32 and op.name in QUICK_GRADIENT_OPS
+            # default: every other OpInfo in float32, every fourth in the other floating dtypes
+            sampled = profile == "default" and index % (2 if dtype == torch.float32 else 4) == 0
+            if core or sampled or profile == "thorough" or case_id(op, dtype) in known:
+                cases.append((op, dtype))
     return cases
 
 
@@ -148,27 +218,37 @@ def case_id(op, dtype: torch.dtype) -> str:  # noqa: ANN001
     return f"{opinfo_name(op)}-{str(dtype).removeprefix('torch.')}"
 
 
-def _known_case_ids(config: pytest.Config) -> set[str]:
+def _known_case_ids(config: pytest.Config, test: str = "test_opinfo") -> set[str]:
     session = config.pluginmanager.get_plugin("conformance-session")
     if session is None:
         return set()
     ids = set()
     for entry in session.backend.manifest.known_failures:
-        if "test_opinfo[" in entry.test:
-            ids.add(entry.test.split("test_opinfo[", 1)[1].removesuffix("]"))
+        if f"{test}[" in entry.test:
+            ids.add(entry.test.split(f"{test}[", 1)[1].removesuffix("]"))
     return ids
 
 
+def _declared_dtypes(config: pytest.Config) -> frozenset[torch.dtype]:
+    session = config.pluginmanager.get_plugin("conformance-session")
+    return frozenset() if session is None else frozenset(session.backend.capabilities.dtypes)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "opinfo_case" not in metafunc.fixturenames:
-        return
-    ops, problem = op_database()
-    if problem:
-        metafunc.parametrize("opinfo_case", [None], ids=["unavailable"])
-        return
-    profile = metafunc.config.getoption("conformance_profile")
-    cases = opinfo_cases(profile, _known_case_ids(metafunc.config))
-    metafunc.parametrize("opinfo_case", cases, ids=[case_id(op, dtype) for op, dtype in cases])
+    for fixture, test, select in (
+        ("opinfo_case", "test_opinfo", opinfo_cases),
+        ("gradient_case", "test_opinfo_gradients", gradient_cases),
+    ):
+        if fixture not in metafunc.fixturenames:
+            continue
+        ops, problem = op_database()
+        if problem:
+            metafunc.parametrize(fixture, [None], ids=["unavailable"])
+            return
+        profile = metafunc.config.getoption("conformance_profile")
+        known = _known_case_ids(metafunc.config, test)
+        cases = select(profile, known, _declared_dtypes(metafunc.config))
+        metafunc.parametrize(fixture, cases, ids=[case_id(op, dtype) for op, dtype in cases])
 
 
 def to_device(value: object, device: torch.device) -> object:
@@ -291,7 +371,10 @@ def test_opinfo(backend, reference, device, request, opinfo_case):
     if run_known_failure_in_child(request):
         return
     op, dtype = opinfo_case
-    _, limit = PROFILE_DEPTH[request.config.getoption("conformance_profile")]
+    profile = request.config.getoption("conformance_profile")
+    _, limit = PROFILE_DEPTH[profile]
+    if dtype not in (torch.float32, torch.bfloat16):
+        limit = OTHER_DTYPE_SAMPLES[profile]
     if request.node.get_closest_marker("xfail") is not None:
         limit = None  # a known failure is checked on every sample, whatever the profile
     torch.manual_seed(0)
@@ -303,101 +386,448 @@ def test_opinfo(backend, reference, device, request, opinfo_case):
     assert count, f"OpInfo has no sample input for {opinfo_name(op)} in {dtype}"
 
 
+def to_device_leaves(value: object, device: torch.device) -> object:
+    """``value`` moved to ``device`` like ``to_device``, each tensor that requires grad made
+    a leaf there (its gradient is then the device's own)."""
+    if isinstance(value, torch.Tensor):
+        moved = value.detach().to(device)
+        return moved.requires_grad_() if value.requires_grad else moved
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device_leaves(item, device) for item in value)
+    if isinstance(value, dict):
+        return {key: to_device_leaves(item, device) for key, item in value.items()}
+    return to_device(value, device)
+
+
+def _gradients(op, sample_input, args, kwargs, seed: int) -> tuple[object, list]:  # noqa: ANN001
+    """The gradients of a seeded random projection of the op's floating outputs with
+    respect to every input that requires grad (None where an input gets none)."""
+    inputs = [t for t in tensors_in([sample_input, args, kwargs]) if t.requires_grad]
+    output = op(sample_input, *args, **kwargs)
+    outputs = [
+        t
+        for t in tensors_in(output)
+        if t.requires_grad and (t.is_floating_point() or t.is_complex())
+    ]
+    if not inputs or not outputs:
+        return output, []
+    generator = torch.Generator().manual_seed(seed)
+    cotangents = [
+        torch.randn(t.shape, generator=generator, dtype=torch.float32).to(t.dtype).to(t.device)
+        for t in outputs
+    ]
+    grads = torch.autograd.grad(outputs, inputs, cotangents, allow_unused=True)
+    return output, list(grads)
+
+
+def _undeclared(backend, reference, value: object) -> bool:  # noqa: ANN001
+    """True if ``value`` holds a tensor or a dtype the reference declares and the backend
+    does not."""
+    if isinstance(value, torch.dtype):
+        return reference.capabilities.supports(value) and not backend.capabilities.supports(value)
+    if isinstance(value, torch.Tensor):
+        return _undeclared(backend, reference, value.dtype)
+    if isinstance(value, (list, tuple)):
+        return any(_undeclared(backend, reference, item) for item in value)
+    if isinstance(value, dict):
+        return any(_undeclared(backend, reference, item) for item in value.values())
+    return False
+
+
+def test_opinfo_gradients(backend, reference, device, request, gradient_case):
+    """The gradients of an operator's OpInfo samples (requires_grad inputs, a seeded random
+    cotangent) on the device match the CPU's, and are on the device."""
+    ops, problem = op_database()
+    assert not problem, problem
+    if run_known_failure_in_child(request):
+        return
+    op, dtype = gradient_case
+    limit = GRADIENT_SAMPLES[request.config.getoption("conformance_profile")]
+    if request.node.get_closest_marker("xfail") is not None:
+        limit = None
+    torch.manual_seed(0)
+    samples = itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit)
+    count = 0
+    for index, sample in enumerate(samples):
+        count += 1
+        what = f"the gradients of {opinfo_name(op)} sample {index}"
+        snippet = opinfo_snippet(op, dtype, index, device).replace(
+            '"cpu", ' + str(dtype), '"cpu", ' + str(dtype) + ", requires_grad=True"
+        )
+        output, expected = _gradients(op, sample.input, sample.args, sample.kwargs, index)
+        args = sample.args if op.name in HOST_ARGUMENTS else to_device_leaves(sample.args, device)
+        moved_input = to_device_leaves(sample.input, device)
+        moved_kwargs = to_device_leaves(sample.kwargs, device)
+        if _undeclared(backend, reference, [output, sample.kwargs]):
+            # a sample that asks for float64 (softmax's dtype=): refused, as test_opinfo checks
+            with pytest.raises(TypeError):
+                _gradients(op, moved_input, args, moved_kwargs, index)
+            continue
+        _, actual = _gradients(op, moved_input, args, moved_kwargs, index)
+        for position, (got, want) in enumerate(zip(actual, expected, strict=True)):
+            if want is None:
+                assert got is None, f"{what}: input {position} got a gradient, not on the CPU"
+                continue
+            assert got is not None, f"{what}: input {position} got no gradient" + reproducer(
+                snippet
+            )
+            assert_outputs_match(got, want, device, f"{what}, input {position}", snippet)
+    assert count, f"OpInfo has no sample input for {opinfo_name(op)} in {dtype}"
+
+
 # ---- part 2: hypothesis-drawn inputs for a core set ----
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
-NUMERIC = FLOATS + (torch.int32, torch.int64)
+INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+NUMERIC = FLOATS + INTS
+SIGNED = FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64)
+ORDERED = FLOATS + (torch.int32, torch.int64, torch.uint8)
 
-# name: (kind, the operation as code on x, y and dim, the dtypes it applies to)
+# Which value kinds (strategies.VALUE_KINDS) each family of operators is drawn with: "random"
+# always on a view taken on the device; the others on any layout.
+ELEMENTWISE = ("random", "extremal", "limits")
+TRANSCENDENTAL = ("random", "extremal")
+ORDERING = ("random", "ties", "extremal")
+ACCUMULATING = ("random", "extremal", "limits")
+
+# name: (kind, the operation as code on x, y, dim and k, the dtypes, the value kinds). Names
+# ending in "_" are in-place: the base of the view must change as on the reference.
 CORE_OPS = {
-    "add": ("binary", "torch.add(x, y)", NUMERIC),
-    "mul": ("binary", "torch.mul(x, y)", NUMERIC),
-    "sub": ("binary", "torch.sub(x, y)", NUMERIC),
-    "div": ("binary", "torch.div(x, y)", FLOATS),
-    "where": ("binary", "torch.where(x > 0, x, y)", NUMERIC),
-    "exp": ("unary", "torch.exp(x)", FLOATS),
-    "log": ("unary", "torch.log(x)", FLOATS),
-    "tanh": ("unary", "torch.tanh(x)", FLOATS),
-    "sigmoid": ("unary", "torch.sigmoid(x)", FLOATS),
-    "relu": ("unary", "torch.relu(x)", NUMERIC),
-    "clamp": ("unary", "torch.clamp(x, -2, 3)", NUMERIC),
-    "sum": ("reduction", "x.sum(dim)", NUMERIC),
-    "mean": ("reduction", "x.mean(dim)", FLOATS),
-    "amax": ("reduction", "x.amax(dim)", NUMERIC),
-    "softmax": ("scan", "torch.softmax(x, dim)", FLOATS),
-    "cumsum": ("scan", "torch.cumsum(x, dim)", NUMERIC),
-    "sort": ("scan", "torch.sort(x, dim=dim, stable=True)", NUMERIC),
-    "matmul": ("matmul", "torch.matmul(x, y)", FLOATS),
+    "add": ("binary", "torch.add(x, y)", NUMERIC, ELEMENTWISE),
+    "add_": ("binary", "x.add_(y)", NUMERIC, ELEMENTWISE),
+    "mul": ("binary", "torch.mul(x, y)", NUMERIC, ELEMENTWISE),
+    "mul_": ("binary", "x.mul_(y)", NUMERIC, ("random", "limits")),
+    "sub": ("binary", "torch.sub(x, y)", NUMERIC, ELEMENTWISE),
+    "div": ("binary", "torch.div(x, y)", FLOATS, TRANSCENDENTAL),
+    "div_": ("binary", "x.div_(y)", FLOATS, ("random",)),
+    "maximum": ("binary", "torch.maximum(x, y)", NUMERIC, ELEMENTWISE),
+    "where": ("binary", "torch.where(x > 0, x, y)", NUMERIC, ("random",)),
+    "neg": ("unary", "torch.neg(x)", SIGNED, ("random", "limits")),
+    "abs_": ("unary", "x.abs_()", SIGNED, ("random", "limits")),
+    "exp": ("unary", "torch.exp(x)", FLOATS, TRANSCENDENTAL),
+    "exp_": ("unary", "x.exp_()", FLOATS, TRANSCENDENTAL),
+    "log": ("unary", "torch.log(x)", FLOATS, TRANSCENDENTAL),
+    "tanh": ("unary", "torch.tanh(x)", FLOATS, TRANSCENDENTAL),
+    "sigmoid": ("unary", "torch.sigmoid(x)", FLOATS, TRANSCENDENTAL),
+    "sigmoid_": ("unary", "x.sigmoid_()", FLOATS, ("random",)),
+    "relu": ("unary", "torch.relu(x)", SIGNED, ("random", "extremal")),
+    "clamp": ("unary", "torch.clamp(x, -2, 3)", SIGNED, ("random", "extremal")),
+    "clamp_": ("unary", "x.clamp_(-2, 3)", SIGNED, ("random",)),
+    "sum": ("reduction", "x.sum(dim)", NUMERIC, ACCUMULATING),
+    "prod": ("reduction", "x.prod(dim) if dim is not None else x.prod()", NUMERIC, ACCUMULATING),
+    "mean": ("reduction", "x.mean(dim)", FLOATS, TRANSCENDENTAL),
+    "amax": ("reduction", "x.amax(dim)", ORDERED, ORDERING),
+    "amin": ("reduction", "x.amin(dim)", ORDERED, ORDERING),
+    "argmax": ("reduction", "x.argmax(dim)", ORDERED, ORDERING),
+    "argmin": ("reduction", "x.argmin(dim)", ORDERED, ORDERING),
+    "logsumexp": ("scan", "torch.logsumexp(x, dim)", FLOATS, TRANSCENDENTAL),
+    "max_dim": ("scan", "torch.max(x, dim)", ORDERED, ORDERING),
+    "min_dim": ("scan", "torch.min(x, dim)", ORDERED, ORDERING),
+    # topk's order among tied values is unspecified: its values, and the input at its indices
+    "topk": (
+        "scan",
+        "(lambda r: (r.values, x.gather(dim, r.indices)))(torch.topk(x, k, dim))",
+        ORDERED,
+        ORDERING,
+    ),
+    "sort": ("scan", "torch.sort(x, dim=dim, stable=True)", ORDERED, ORDERING),
+    "sort_descending": (
+        "scan",
+        "torch.sort(x, dim=dim, descending=True, stable=True)",
+        ORDERED,
+        ORDERING,
+    ),
+    "argsort": ("scan", "torch.argsort(x, dim=dim, stable=True)", ORDERED, ("ties",)),
+    "softmax": ("scan", "torch.softmax(x, dim)", FLOATS, TRANSCENDENTAL),
+    "log_softmax": ("scan", "torch.log_softmax(x, dim)", FLOATS, TRANSCENDENTAL),
+    "cumsum": ("scan", "torch.cumsum(x, dim)", NUMERIC, ACCUMULATING),
+    "cumsum_": ("scan", "x.cumsum_(dim)", NUMERIC, ("random", "limits")),
+    "mse_loss": ("binary", "torch.nn.functional.mse_loss(x, y)", FLOATS, TRANSCENDENTAL),
+    "bce_with_logits": (
+        "binary",
+        "torch.nn.functional.binary_cross_entropy_with_logits(x, y.sigmoid())",
+        FLOATS,
+        TRANSCENDENTAL,
+    ),
+    "cross_entropy": (
+        "binary",
+        "torch.nn.functional.cross_entropy(x, y.softmax(min(1, x.dim() - 1)))",
+        FLOATS,
+        TRANSCENDENTAL,
+    ),
+    "matmul": ("matmul", "torch.matmul(x, y)", FLOATS, ("random",)),
 }
 
 
+def _kind_dtypes(dtypes: tuple[torch.dtype, ...], values: str) -> tuple[torch.dtype, ...]:
+    """The dtypes a value kind is drawn in: extremal values are floats, limits integers."""
+    if values == "extremal":
+        return tuple(d for d in dtypes if d.is_floating_point)
+    if values == "limits":
+        return tuple(d for d in dtypes if not d.is_floating_point and d != torch.bool)
+    return dtypes
+
+
+CORE_CASES = [
+    (name, values)
+    for name, (_, _, applies_to, kinds) in sorted(CORE_OPS.items())
+    for values in kinds
+    if _kind_dtypes(applies_to, values)
+]
+
+
+@dataclasses.dataclass
+class CoreInputs:
+    """Inputs of a core operator: a base made on the CPU, the view of it the operator gets
+    (taken after the move to the device), y (the view's shape), dim and k."""
+
+    base: torch.Tensor
+    view: str
+    y: torch.Tensor
+    dim: int | None
+    k: int
+    code: str
+
+    def run(self, code: str, device: torch.device | None) -> tuple[object, torch.Tensor]:
+        """The operation on the view of the base (on ``device``, or of a CPU copy): its
+        result, and the base afterwards (in-place operators write through the view)."""
+        base = self.base.clone() if device is None else self.base.to(device)
+        y = self.y if device is None else self.y.to(device)
+        x = apply_view(self.view, base)
+        run = eval(f"lambda x, y, dim, k: {code}")  # noqa: S307 - our own table
+        return run(x, y, self.dim, self.k), base
+
+
 @st.composite
-def core_inputs(
-    draw: st.DrawFn, kind: str, dtypes: list[torch.dtype]
-) -> tuple[dict[str, object], str]:
-    """The inputs x (a non-contiguous view half of the time), y and dim for an operator of
-    ``kind``, made on the CPU, and the code that rebuilds them in a snippet."""
+def core_inputs(draw: st.DrawFn, kind: str, dtypes: list[torch.dtype], values: str) -> CoreInputs:
+    """The inputs of an operator of ``kind``, with ``values`` of that kind, the operand x a
+    view taken on the device (always for random values, sometimes for the others)."""
     dtype = draw(st.sampled_from(dtypes), label="dtype")
     seed = draw(st.integers(0, 2**16), label="seed")
     if kind == "matmul":
         batch = draw(shapes(max_dims=1, max_side=3), label="batch")
         m, k, n = (draw(st.integers(0, 5), label=side) for side in "mkn")
-        if draw(st.booleans(), label="transposed"):
-            x = _make((*batch, k, m), dtype, seed).transpose(-1, -2)
-            x_code = f"make({(*batch, k, m)}, {dtype}, {seed}).transpose(-1, -2)"
-        else:
-            x = _make((*batch, m, k), dtype, seed)
-            x_code = f"make({(*batch, m, k)}, {dtype}, {seed})"
+        transposed = draw(st.booleans(), label="transposed")
+        base_shape = (*batch, k, m) if transposed else (*batch, m, k)
+        view = "t.transpose(-1, -2)" if transposed else "t"
         y_shape = (*batch, k, n)
-        values = {"x": x, "y": _make(y_shape, dtype, seed + 1), "dim": None}
-        return values, f"x = {x_code}\ny = make({y_shape}, {dtype}, {seed + 1})"
-    base_shape = draw(shapes(max_dims=3, max_side=6), label="base_shape")
-    index = draw(st.one_of(st.none(), strided_views(base_shape)), label="view")
-    x = _make(base_shape, dtype, seed)
-    x_code = f"make({base_shape}, {dtype}, {seed})"
-    if index is not None:
-        x, x_code = x[index], f"{x_code}[{index}]"
-    dim = None
+    else:
+        base_shape = draw(shapes(max_dims=3, max_side=6), label="base_shape")
+        min_steps = 1 if values == "random" else 0
+        view = draw(device_views(base_shape, min_steps=min_steps), label="view")
+        y_shape = tuple(apply_view(view, torch.empty(base_shape)).shape)
+    dim, k = None, 1
     if kind in ("reduction", "scan"):
-        dims = st.sampled_from(list(range(-max(x.dim(), 1), max(x.dim(), 1))))
+        ndim = len(y_shape)
+        dims = st.sampled_from(list(range(-max(ndim, 1), max(ndim, 1))))
         dim = draw(dims if kind == "scan" else st.one_of(st.none(), dims), label="dim")
-    y_shape = tuple(x.shape)
-    values = {"x": x, "y": _make(y_shape, dtype, seed + 1), "dim": dim}
-    return values, f"x = {x_code}\ny = make({y_shape}, {dtype}, {seed + 1})\ndim = {dim}"
+        k = min(2, y_shape[dim]) if ndim and dim is not None else 1
+    base = make(tuple(base_shape), dtype, seed, values)
+    y = make(y_shape, dtype, seed + 1, values)
+    code = (
+        f"base = make({tuple(base_shape)}, {dtype}, {seed}, {values!r})\n"
+        f"y = make({y_shape}, {dtype}, {seed + 1}, {values!r})\ndim, k = {dim}, {k}"
+    )
+    return CoreInputs(base, view, y, dim, k, code)
 
 
-def _make(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
-    return TensorSpec(tuple(shape), dtype, seed).make()
+# The snippets print the device's results from the CPU (printing formats through float64,
+# which a backend may not have).
+PRINT_RESULTS = (
+    "print(expected, [t.cpu() for t in actual] if isinstance(actual, tuple) else actual.cpu())"
+)
 
 
-@pytest.mark.parametrize("name", sorted(CORE_OPS))
-def test_core_op_matches_reference_on_drawn_inputs(backend, device, name):
-    """The operator on hypothesis-drawn shapes (0-dim and empty too), dtypes and non-contiguous
-    views gives the reference's result; an input the reference refuses is refused too."""
-    kind, code, applies_to = CORE_OPS[name]
-    dtypes = [d for d in applies_to if backend.capabilities.supports(d)]
-    assert dtypes, f"the backend declares none of {applies_to}"
-    run = eval(f"lambda x, y, dim: {code}")  # noqa: S307 - our own table, also the snippet
+def _core_snippet(inputs: CoreInputs, code: str, device: torch.device) -> str:
+    view = inputs.view.replace("t", "b", 1) if inputs.view.startswith("t") else inputs.view
+    return (
+        MAKE_SNIPPET
+        + inputs.code
+        + f"\nb = base.clone()\nx = {view}\nexpected = {code}\n"
+        + f"b, y = base.to('{device}'), y.to('{device}')\nx = {view}\nactual = {code}\n"
+        + PRINT_RESULTS
+    )
+
+
+@pytest.mark.parametrize(("name", "values"), CORE_CASES, ids=[f"{n}-{v}" for n, v in CORE_CASES])
+def test_core_op_matches_reference_on_drawn_inputs(backend, device, name, values):
+    """The operator on hypothesis-drawn shapes (0-dim and empty too), dtypes, views taken on
+    the device (steps, transposes, expands, offsets) and values of one kind (random, ties,
+    extremal floats, integers near their limits) gives the reference's result, and an
+    in-place operator writes the reference's values through the view; an input the reference
+    refuses is refused too."""
+    kind, code, applies_to, _ = CORE_OPS[name]
+    dtypes = [d for d in _kind_dtypes(applies_to, values) if backend.capabilities.supports(d)]
+    if not dtypes:
+        pytest.skip(f"the backend declares none of {applies_to} for {values} values")
 
     # @given inside the parametrized test: the plugin applies the profile to each collected
     # @given function once, and a parametrized one is collected once per parameter.
-    @given(inputs=core_inputs(kind, dtypes))
-    def check(inputs: tuple[dict[str, object], str]) -> None:
-        values, inputs_code = inputs
-        snippet = (
-            MAKE_SNIPPET + inputs_code + f"\nexpected = {code}\n"
-            f"x, y = x.to('{device}'), y.to('{device}')\nactual = {code}\n"
-            "print(expected, [t.cpu() for t in actual] if isinstance(actual, tuple) else "
-            "actual.cpu())"
+    @given(inputs=core_inputs(kind, dtypes, values))
+    def check(inputs: CoreInputs) -> None:
+        snippet = _core_snippet(inputs, code, device)
+        try:
+            expected, expected_base = inputs.run(code, None)
+        except (RuntimeError, IndexError) as error:
+            # An input the operator refuses (amax over an empty dim, an in-place write to an
+            # expanded view, say): refused here too.
+            with pytest.raises(type(error)):
+                inputs.run(code, device)
+            return
+        actual, actual_base = inputs.run(code, device)
+        assert_outputs_match(actual, expected, device, name, snippet)
+        assert_outputs_match(actual_base, expected_base, device, f"the base after {name}", snippet)
+
+    check()
+
+
+# ---- repeated indices, drawn scalar arguments, data-dependent output sizes ----
+
+# name: the operation as code on x (a (rows, 4) tensor), index (repeated indices into its
+# rows), src ((len(index), 4), x's dtype) and weights (len(index), x's dtype)
+ACCUMULATING_OPS = {
+    "scatter_add": "torch.scatter_add(x, 0, index[:, None].expand(-1, 4), src)",
+    "scatter_add_": "x.scatter_add_(0, index[:, None].expand(-1, 4), src)",
+    "scatter_reduce_sum": "x.scatter_reduce(0, index[:, None].expand(-1, 4), src, 'sum')",
+    "index_add": "torch.index_add(x, 0, index, src)",
+    "index_add_": "x.index_add_(0, index, src, alpha=2)",
+    "index_put_accumulate": "x.index_put((index,), src, accumulate=True)",
+    "index_put_accumulate_": "x.index_put_((index,), src, accumulate=True)",
+    "put_accumulate": "x.put(index, weights, accumulate=True)",
+    "bincount": "torch.bincount(index)",
+    "bincount_weights": "torch.bincount(index, weights=weights.float(), minlength=3)",
+}
+
+
+@pytest.mark.parametrize("op", sorted(ACCUMULATING_OPS))
+def test_accumulating_op_adds_repeated_indices(backend, device, op):
+    """An accumulating operator given the same index several times adds every contribution
+    (a kernel that writes instead of adding keeps only one), as on the reference."""
+    code = ACCUMULATING_OPS[op]
+    among = (torch.float32, torch.int64, torch.int32, torch.bfloat16)
+    dtypes = [d for d in among if backend.capabilities.supports(d)]
+    run = eval(f"lambda x, index, src, weights: {code}")  # noqa: S307 - our own table
+
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        rows = data.draw(st.integers(1, 5), label="rows")
+        count = data.draw(st.integers(1, 12), label="count")
+        index = data.draw(repeated_indices(rows, count), label="index")
+        dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+        seed = data.draw(st.integers(0, 2**16), label="seed")
+        # Small integers in every dtype: sums are exact, whatever the order of additions.
+        small = "make({}, torch.int64, {}).div(10, rounding_mode='trunc').to(" + f"{dtype})"
+        recipes = {
+            "x": small.format((rows, 4), seed),
+            "src": small.format((count, 4), seed + 1),
+            "weights": small.format((count,), seed + 2),
+        }
+        values = {name: eval(recipe) for name, recipe in recipes.items()}  # noqa: S307
+        values["index"] = torch.tensor(index, dtype=torch.int64)
+        snippet = MAKE_SNIPPET + (
+            "".join(f"{name} = {recipe}\n" for name, recipe in recipes.items())
+            + f"index = torch.tensor({index})\nexpected = {code}\n"
+            f"x, index, src, weights = (t.to('{device}') for t in (x, index, src, weights))\n"
+            f"actual = {code}\nprint(expected, actual.cpu(), x.cpu())"
+        )
+        reference_x = values["x"].clone()
+        expected = run(reference_x, values["index"], values["src"], values["weights"])
+        moved = to_device(values, device)
+        actual = run(moved["x"], moved["index"], moved["src"], moved["weights"])
+        assert_outputs_match(actual, expected, device, op, snippet)
+        assert_outputs_match(moved["x"], reference_x, device, f"x after {op}", snippet)
+
+    check()
+
+
+# clamp's bounds: a Python number, None, or (for the tensor overload) a tensor
+BOUNDS = st.one_of(st.none(), st.integers(-6, 6), st.floats(-6, 6, width=16))
+
+
+@pytest.mark.parametrize("overload", ["scalar", "tensor", "in-place"])
+def test_clamp_with_drawn_bounds_matches_reference(backend, device, overload):
+    """clamp with drawn bounds: min > max (every element becomes max), one side None, both
+    None (refused), integer and float bounds on every declared real dtype."""
+    among = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.int8)
+    dtypes = [d for d in among if backend.capabilities.supports(d)]
+
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+        seed = data.draw(st.integers(0, 2**16), label="seed")
+        low = data.draw(BOUNDS, label="min")
+        high = data.draw(BOUNDS, label="max")
+        if low is not None and high is not None and data.draw(st.booleans(), label="min>max"):
+            low, high = max(low, high) + 1, min(low, high)
+        if overload == "tensor":
+            low, high = (None if b is None else torch.tensor(b).to(dtype) for b in (low, high))
+            code = "torch.clamp(x, low.to(x.device) if low is not None else None, "
+            code += "high.to(x.device) if high is not None else None)"
+        else:
+            code = "x.clamp_(low, high)" if overload == "in-place" else "torch.clamp(x, low, high)"
+        run = eval(f"lambda x, low, high: {code}")  # noqa: S307 - our own code
+        x = make((3, 5), dtype, seed)
+        snippet = MAKE_SNIPPET + (
+            f"x = make((3, 5), {dtype}, {seed})\nlow, high = {low!r}, {high!r}\n"
+            f"expected = {code}\nx = x.to('{device}')\nactual = {code}\n" + PRINT_RESULTS
         )
         try:
-            expected = run(**values)
-        except (RuntimeError, IndexError) as error:
-            # An input the operator refuses (amax over an empty dim, say): refused here too.
+            expected = run(x.clone(), low, high)
+        except (RuntimeError, TypeError) as error:
             with pytest.raises(type(error)):
-                run(**to_device(values, device))
+                run(x.to(device), low, high)
             return
-        actual = run(**to_device(values, device))
-        assert_outputs_match(actual, expected, device, name, snippet)
+        actual = run(x.to(device), low, high)
+        assert_outputs_match(actual, expected, device, "clamp", snippet)
+
+    check()
+
+
+# name: the operation as code on x (drawn, with ties) and mask (x > 0); the output's size
+# depends on the values, so a backend may compute it on the host: the result must still be
+# on the device.
+DATA_DEPENDENT_OPS = {
+    "nonzero": "torch.nonzero(x)",
+    "nonzero_as_tuple": "torch.nonzero(x, as_tuple=True)",
+    "argwhere": "torch.argwhere(x)",
+    "where_condition": "torch.where(mask)",
+    "masked_select": "torch.masked_select(x, mask)",
+    "boolean_index": "x[mask]",
+    "unique": "torch.unique(x, return_inverse=True, return_counts=True)",
+    "unique_dim": "torch.unique(x.reshape(x.shape[0], -1), dim=0, return_counts=True)",
+    "unique_consecutive": "torch.unique_consecutive(x, return_inverse=True, return_counts=True)",
+    "repeat_interleave": "torch.repeat_interleave(x, mask.long().flatten() + 1, dim=None)",
+}
+
+
+@pytest.mark.parametrize("op", sorted(DATA_DEPENDENT_OPS))
+def test_data_dependent_output_is_on_the_device(backend, device, op):
+    """An operator whose output size depends on the values (nonzero, masked_select, unique...)
+    gives the reference's result, every output tensor on the device."""
+    code = DATA_DEPENDENT_OPS[op]
+    among = (torch.float32, torch.int64, torch.int32, torch.bool, torch.bfloat16)
+    dtypes = [d for d in among if backend.capabilities.supports(d)]
+    run = eval(f"lambda x, mask: {code}")  # noqa: S307 - our own table
+
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        shape = data.draw(shapes(min_dims=1, max_dims=3, max_side=5), label="shape")
+        dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+        seed = data.draw(st.integers(0, 2**16), label="seed")
+        x = make(shape, dtype, seed, "ties")
+        mask = make(shape, torch.bool, seed + 1)
+        snippet = MAKE_SNIPPET + (
+            f"x = make({shape}, {dtype}, {seed}, 'ties')\nmask = make({shape}, torch.bool, "
+            f"{seed + 1})\nexpected = {code}\nx, mask = x.to('{device}'), mask.to('{device}')\n"
+            f"actual = {code}\n" + PRINT_RESULTS
+        )
+        try:
+            expected = run(x, mask)
+        except RuntimeError as error:
+            with pytest.raises(type(error)):
+                run(x.to(device), mask.to(device))
+            return
+        actual = run(x.to(device), mask.to(device))
+        assert_outputs_match(actual, expected, device, op, snippet)
 
     check()

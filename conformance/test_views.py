@@ -4,6 +4,7 @@ in-place operators on non-contiguous views and contiguous() behave as on the ref
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -13,7 +14,14 @@ from hypothesis import strategies as st
 
 from .assertions import assert_matches_reference, assert_on_device, reproducer
 from .isolation import run_known_failure_in_child
-from .strategies import MAKE_SNIPPET, TensorSpec, strided_views, tensor_specs
+from .strategies import (
+    MAKE_SNIPPET,
+    TensorSpec,
+    apply_view,
+    device_views,
+    tensor_specs,
+    value_kinds,
+)
 
 ViewOp = Callable[[torch.Tensor], torch.Tensor | tuple[torch.Tensor, ...]]
 
@@ -260,8 +268,10 @@ def _applies(kind: str, dtype: torch.dtype) -> bool:
 
 @pytest.mark.parametrize("op", sorted(IN_PLACE_OPS))
 def test_in_place_op_on_a_non_contiguous_view_matches_reference(backend, device, op):
-    """Hypothesis-drawn non-contiguous views (slices with steps) of a (5, 6) base: an in-place
-    operator changes exactly the view's elements, as on the reference."""
+    """Hypothesis-drawn views of a (5, 6) base taken on the device (slices with steps,
+    transposes, expands, storage offsets) with drawn values (ties, extremal floats, integers
+    at their limits): an in-place operator changes exactly the view's elements, as on the
+    reference, or is refused as there (a write to an expanded view)."""
     code, kind = IN_PLACE_OPS[op]
     among = [d for d in backend.capabilities.dtypes if _applies(kind, d)]
     among = [d for d in (torch.float32, torch.bfloat16, torch.int32, torch.int64) if d in among]
@@ -271,18 +281,25 @@ def test_in_place_op_on_a_non_contiguous_view_matches_reference(backend, device,
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         spec = data.draw(tensor_specs(backend.capabilities.dtypes, (5, 6), among), label="base")
-        index = data.draw(strided_views((5, 6)), label="index")
+        values = data.draw(st.sampled_from(value_kinds(spec.dtype)), label="values")
+        spec = dataclasses.replace(spec, values=values)
+        view_code = data.draw(device_views((5, 6), min_steps=1), label="view")
         reference_base = spec.make()
         base = reference_base.to(device, copy=True)
         run = eval(f"lambda v: {code}")  # noqa: S307 - our own table, also the snippet
-        run(reference_base[index])
-        view = base[index]
+        snippet = MAKE_SNIPPET + (
+            f"x = {spec.code}\ny = x.to('{device}')\n"
+            f"t = x\nv = {view_code}\n{code}\nt = y\nv = {view_code}\n{code}\nprint(x, y.cpu())"
+        )
+        try:
+            run(apply_view(view_code, reference_base))
+        except RuntimeError as error:
+            with pytest.raises(type(error)):
+                run(apply_view(view_code, base))
+            return
+        view = apply_view(view_code, base)
         run(view)
         assert view.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
-        snippet = MAKE_SNIPPET + (
-            f"x = {spec.code}\ny = x.to('{device}')\nindex = {index}\n"
-            f"v = x[index]\n{code}\nv = y[index]\n{code}\nprint(x, y.cpu())"
-        )
         assert_matches_reference(
             base, reference_base, what=f"the base after {code}", snippet=snippet
         )

@@ -18,9 +18,14 @@ MANIFESTS = Path(conformance.__file__).parent / "backends"
 
 
 def run_conformance(
-    tmp_path: Path, areas: list[str], extra: list[str], env: dict[str, str] | None = None
+    tmp_path: Path,
+    areas: list[str],
+    extra: list[str],
+    env: dict[str, str] | None = None,
+    backend: str = "neuron",
 ) -> dict:
-    """Run the given areas on neuron (quick profile) in a subprocess; return the JSON run."""
+    """Run the given areas on ``backend`` (quick profile) in a subprocess; return the JSON
+    run."""
     report = tmp_path / "run.json"
     command = [
         sys.executable,
@@ -29,7 +34,7 @@ def run_conformance(
         "-q",
         "-p",
         "no:cacheprovider",
-        "--backend=neuron",
+        f"--backend={backend}",
         "--conformance-profile=quick",
         f"--conformance-json={report}",
         *extra,
@@ -92,3 +97,60 @@ def test_capability_declared_but_missing_is_caught(tmp_path):
     caught = failures(run)
     assert any("float64" in r["nodeid"] for r in caught), run["output"]
     assert any("declares dtypes[torch.float64] = true" in r["detail"] for r in caught)
+
+
+# One mutant per input class that the strategies draw (conformance/strategies.py): each is
+# caught by the tests of that class alone (the -k selection), in the quick profile; the same
+# selection passes on the references (test_input_class_tests_pass_on_the_references).
+INPUT_CLASS_MUTANTS = {
+    # mutant: (area, the tests of its input class)
+    "sum_ignores_view_strides": (
+        "operators",
+        "test_core_op_matches_reference_on_drawn_inputs and sum-random",
+    ),
+    "argmax_last_of_ties": (
+        "operators",
+        "test_core_op_matches_reference_on_drawn_inputs and argmax-ties",
+    ),
+    "softmax_overflows": (
+        "operators",
+        "test_core_op_matches_reference_on_drawn_inputs and softmax-extremal",
+    ),
+    "int_sum_narrow_accumulator": (
+        "operators",
+        "test_core_op_matches_reference_on_drawn_inputs and sum-limits",
+    ),
+    "scatter_add_drops_duplicates": ("operators", "test_accumulating_op_adds_repeated_indices"),
+    "clamp_bounds_swapped": ("operators", "test_clamp_with_drawn_bounds_matches_reference"),
+    "bfloat16_rounds_half_away": (
+        "dtypes",
+        "test_conversion_to_every_declared_dtype_matches_reference",
+    ),
+    "masked_select_on_host": ("operators", "test_data_dependent_output_is_on_the_device"),
+    "complex_gemm_conjugates_transposed": ("operators", "test_opinfo and complex64"),
+    "tanh_backward_wrong": ("operators", "test_opinfo_gradients"),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(INPUT_CLASS_MUTANTS))
+def test_input_class_mutant_is_caught(tmp_path, mutant):
+    area, selection = INPUT_CLASS_MUTANTS[mutant]
+    run = run_conformance(tmp_path, [area], ["-p", f"mutants.{mutant}", "-k", selection])
+    caught = failures(run)
+    assert caught, f"mutant {mutant} was not caught by {area} -k {selection!r}:\n{run['output']}"
+    assert run["returncode"] != 0
+    assert {r["area"] for r in caught} == {area}
+
+
+@pytest.mark.parametrize("backend", ["neuron", "cpu"])
+def test_input_class_tests_pass_on_the_references(tmp_path, backend):
+    """The tests that catch the input-class mutants pass on the unbroken backends, so that a
+    failure under a mutant is the mutant's."""
+    by_area: dict[str, list[str]] = {}
+    for area, selection in INPUT_CLASS_MUTANTS.values():
+        by_area.setdefault(area, []).append(f"({selection})")
+    for area, selections in sorted(by_area.items()):
+        run = run_conformance(tmp_path, [area], ["-k", " or ".join(selections)], backend=backend)
+        assert not failures(run), run["output"]
+        assert run["returncode"] == 0, run["output"]
+        assert any(r["outcome"] == "passed" for r in run["results"]), run["output"]

@@ -13,6 +13,9 @@ and the public torch.cuda-style names that device-generic code reaches through
 Environment:
     NEURON_RT_VISIBLE_CORES   the visible cores, "0-3", "0,2,5" or "1" (default: 2 devices)
     NEURON_DEVICE_MEMORY      per-device capacity, e.g. "512MiB" (default: 16GiB)
+    NEURON_AUTOGRAD_DEVICE_THREADS
+                              1: backward runs on torch's autograd device thread (default 0:
+                              on the calling thread, see autograd.py)
 """
 
 from __future__ import annotations
@@ -163,6 +166,10 @@ def _register() -> None:
     from . import distributed
 
     distributed._register()
+    # backward() over neuron tensors runs on the calling thread, as on the CPU (autograd.py).
+    from . import autograd
+
+    autograd.install()
 
 
 _register()

@@ -65,6 +65,8 @@ PYBIND11_MODULE(_C, m) {
                                        stream_id));
   });
   m.def("_allocate_from_native_threads", &allocate_from_native_threads);
+  m.def("_host_execution_cached_operators", &host_execution_cached_operators,
+        "How many operators' schema facts host execution holds (used by the tests).");
   m.def("_async_enabled", &async_enabled,
         "Whether work runs asynchronously on per-stream workers (NEURON_LAUNCH_BLOCKING=0).");
   m.def("_drain_current_stream", [](int device) {

@@ -33,8 +33,14 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <typeinfo>
+#include <unordered_map>
+#include <vector>
 
 namespace neuron {
 namespace {
@@ -152,6 +158,17 @@ class HostViews {
   c10::SmallVector<StoragePair, 4> storages_;
 };
 
+// The dispatch keys of a plain dense CPU tensor made outside inference mode
+// (what TensorImpl's constructor gives a CPU storage): backend, autograd,
+// ADInplaceOrView and autocast keys.
+c10::DispatchKeySet fresh_cpu_keys() {
+  static const c10::DispatchKeySet keys =
+      c10::DispatchKeySet(c10::DispatchKey::CPU) |
+      c10::getAutogradRelatedKeySetFromBackend(c10::BackendComponent::CPUBit) |
+      c10::getAutocastRelatedKeySetFromBackend(c10::BackendComponent::CPUBit);
+  return keys;
+}
+
 // A neuron tensor with `host`'s geometry over `storage`.
 at::Tensor device_tensor(const at::Tensor& host, c10::Storage storage) {
   auto tensor = at::detail::make_tensor<c10::TensorImpl>(
@@ -182,11 +199,186 @@ c10::DataPtr adopt(c10::DataPtr data, size_t nbytes, c10::DeviceIndex device) {
   return fresh;
 }
 
+// What host execution reads from an operator's schema on every call,
+// computed once per operator. Deciding these per call cost string compares
+// (the index operators' names), TypePtr copies (atomic reference counts) and
+// alias-info walks for every argument of every operator; the facts never
+// change while the operator is registered.
+struct OperatorFacts {
+  struct Argument {
+    bool written = false;              // alias info with a write: out= or in-place
+    bool optional_tensor_list = false; // Tensor?[] (indices of index/index_put)
+    bool generator = false;            // Generator or Generator?
+    bool cpu_index = false;            // "indices" of an index operator: CPU tensors allowed
+  };
+  struct Return {
+    bool tensor = false;       // of type Tensor
+    bool aliased = false;      // has alias info (a view, or an in-place/out= result)
+    bool written = false;      // the alias info writes: the result is an argument
+    int written_argument = -1; // the first argument written under the same alias set
+  };
+  c10::SmallVector<Argument, 8> arguments;
+  c10::SmallVector<Return, 2> returns;
+
+  explicit OperatorFacts(const c10::FunctionSchema& schema) {
+    const auto& name = schema.name();
+    const bool index_op = name == "aten::index" || name == "aten::index_put_" ||
+        name == "aten::index_put" || name == "aten::_index_put_impl_";
+    const auto& schema_arguments = schema.arguments();
+    arguments.resize(schema_arguments.size());
+    for (size_t i = 0; i < schema_arguments.size(); ++i) {
+      const auto& argument = schema_arguments[i];
+      const auto* alias = argument.alias_info();
+      arguments[i].written = alias != nullptr && alias->isWrite();
+      arguments[i].optional_tensor_list = is_optional_tensor_list(argument);
+      arguments[i].generator = is_generator(argument);
+      arguments[i].cpu_index = index_op && argument.name() == "indices";
+    }
+    const auto& schema_returns = schema.returns();
+    returns.resize(schema_returns.size());
+    for (size_t j = 0; j < schema_returns.size(); ++j) {
+      const auto& ret = schema_returns[j];
+      const auto* alias = ret.alias_info();
+      returns[j].tensor = ret.type()->kind() == c10::TypeKind::TensorType;
+      returns[j].aliased = alias != nullptr;
+      returns[j].written = alias != nullptr && alias->isWrite();
+      if (alias == nullptr || !alias->isWrite()) {
+        continue;
+      }
+      for (size_t i = 0; i < schema_arguments.size(); ++i) {
+        const auto* argument_alias = schema_arguments[i].alias_info();
+        if (argument_alias != nullptr && argument_alias->isWrite() &&
+            argument_alias->beforeSets() == alias->beforeSets()) {
+          returns[j].written_argument = static_cast<int>(i);
+          break;
+        }
+      }
+    }
+  }
+
+  static bool is_optional_tensor_list(const c10::Argument& argument) {
+    const auto& type = argument.type();
+    if (type->kind() != c10::TypeKind::ListType) {
+      return false;
+    }
+    const auto& element = type->containedType(0);
+    return element->kind() == c10::TypeKind::OptionalType &&
+        element->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+        c10::TypeKind::TensorType;
+  }
+
+  static bool is_generator(const c10::Argument& argument) {
+    c10::TypePtr type = argument.type();
+    if (type->kind() == c10::TypeKind::OptionalType) {
+      type = type->castRaw<c10::OptionalType>()->getElementType();
+    }
+    return type->kind() == c10::TypeKind::GeneratorType;
+  }
+};
+
+// The facts of every operator host execution has run, keyed by the address
+// of the operator's schema, which is stable while the operator is registered.
+// A dispatcher listener drops an operator's entry when its schema is
+// deregistered (a torch.library.Library going away), because the address may
+// then be reused by another operator; an operator registered later simply
+// gets its entry on its first call. Each thread keeps a small direct-mapped
+// cache in front of the map, so the hot path takes no lock; a deregistration
+// bumps a generation counter that invalidates every thread's cache. Facts of
+// deregistered operators are retired, never freed: a thread may still hold a
+// pointer to them, and they are a few hundred bytes per deregistration.
+class OperatorFactsCache {
+ public:
+  static OperatorFactsCache& instance() {
+    static auto* cache = new OperatorFactsCache(); // never destroyed: used at exit
+    return *cache;
+  }
+
+  const OperatorFacts& get(const c10::FunctionSchema& schema) {
+    const uint64_t generation = generation_.load(std::memory_order_acquire);
+    auto& slot = tls_slots()[slot_index(&schema)];
+    if (slot.schema == &schema && slot.generation == generation) {
+      return *slot.facts;
+    }
+    const OperatorFacts* facts = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& entry = facts_[&schema];
+      if (!entry) {
+        entry = std::make_unique<OperatorFacts>(schema);
+      }
+      facts = entry.get();
+    }
+    slot = {&schema, generation, facts};
+    return *facts;
+  }
+
+  void forget(const c10::FunctionSchema& schema) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = facts_.find(&schema);
+    if (it != facts_.end()) {
+      retired_.push_back(std::move(it->second));
+      facts_.erase(it);
+    }
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  size_t size() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return facts_.size();
+  }
+
+ private:
+  static constexpr size_t kSlots = 64;
+  struct Slot {
+    const c10::FunctionSchema* schema = nullptr;
+    uint64_t generation = 0;
+    const OperatorFacts* facts = nullptr;
+  };
+
+  static std::array<Slot, kSlots>& tls_slots() {
+    thread_local std::array<Slot, kSlots> slots{};
+    return slots;
+  }
+
+  static size_t slot_index(const c10::FunctionSchema* schema) {
+    const auto bits = reinterpret_cast<uintptr_t>(schema);
+    return (bits >> 4 ^ bits >> 10) % kSlots;
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OperatorFacts>> facts_;
+  std::vector<std::unique_ptr<OperatorFacts>> retired_;
+  std::atomic<uint64_t> generation_{1}; // 1: a zeroed slot never matches
+};
+
+class ForgetDeregisteredOperators final : public c10::OpRegistrationListener {
+ public:
+  void onOperatorRegistered(const c10::OperatorHandle& /*op*/) override {}
+  // Called before the schema is removed, with the dispatcher's lock held
+  // (the cache never calls into the dispatcher under its own lock).
+  void onOperatorDeregistered(const c10::OperatorHandle& op) override {
+    OperatorFactsCache::instance().forget(op.schema());
+  }
+};
+
+struct InstallFactsListener {
+  InstallFactsListener() {
+    // The handle is kept for the life of the process: unregistering the
+    // listener at exit could run after the dispatcher's own destruction.
+    static auto* handle = new c10::RegistrationHandleRAII(
+        c10::Dispatcher::singleton().addRegistrationListener(
+            std::make_unique<ForgetDeregisteredOperators>()));
+    (void)handle;
+  }
+};
+InstallFactsListener g_install_facts_listener;
+
 class HostExecution {
  public:
   HostExecution(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       : op_(op),
         schema_(op.schema()),
+        facts_(OperatorFactsCache::instance().get(schema_)),
         stack_(*stack),
         first_(stack->size() - schema_.arguments().size()) {}
 
@@ -218,18 +410,15 @@ class HostExecution {
   bool allows_cpu_tensor(size_t argument, const at::Tensor& tensor) const {
     // CUDA allows CPU scalars as inputs only: a result written into a CPU
     // tensor would leave it holding device memory.
-    const auto* alias = schema_.arguments()[argument].alias_info();
-    if (alias != nullptr && alias->isWrite()) {
+    const auto& facts = facts_.arguments[argument];
+    if (facts.written) {
       return false;
     }
     if (tensor.dim() == 0) {
       return true; // CPU scalars mix with device tensors, as on CUDA
     }
     // CUDA accepts CPU index tensors for indexing and moves them over.
-    const auto& name = schema_.name();
-    return schema_.arguments()[argument].name() == "indices" &&
-        (name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
-         name == "aten::_index_put_impl_");
+    return facts.cpu_index;
   }
 
   void note_tensor(size_t argument, const at::Tensor& tensor) {
@@ -289,25 +478,6 @@ class HostExecution {
     }
   }
 
-  static bool is_optional_tensor_list(const c10::Argument& argument) {
-    const auto& type = argument.type();
-    if (type->kind() != c10::TypeKind::ListType) {
-      return false;
-    }
-    const auto& element = type->containedType(0);
-    return element->kind() == c10::TypeKind::OptionalType &&
-        element->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-        c10::TypeKind::TensorType;
-  }
-
-  static bool is_generator_argument(const c10::Argument& argument) {
-    c10::TypePtr type = argument.type();
-    if (type->kind() == c10::TypeKind::OptionalType) {
-      type = type->castRaw<c10::OptionalType>()->getElementType();
-    }
-    return type->kind() == c10::TypeKind::GeneratorType;
-  }
-
   at::Tensor to_host(const at::Tensor& tensor, bool mutated) {
     if (!tensor.defined() || tensor.device().type() != kDeviceType) {
       return tensor;
@@ -320,11 +490,10 @@ class HostExecution {
   }
 
   void to_host_arguments() {
-    const auto& arguments = schema_.arguments();
+    const auto& arguments = facts_.arguments;
     for (size_t i = 0; i < arguments.size(); ++i) {
       auto& value = stack_[first_ + i];
-      const auto* alias = arguments[i].alias_info();
-      const bool mutated = alias != nullptr && alias->isWrite();
+      const bool mutated = arguments[i].written;
       if (value.isTensor()) {
         value = to_host(value.toTensor(), mutated);
       } else if (value.isTensorList()) {
@@ -335,7 +504,7 @@ class HostExecution {
           host.push_back(to_host(tensor, mutated));
         }
         value = std::move(host);
-      } else if (value.isList() && is_optional_tensor_list(arguments[i])) {
+      } else if (value.isList() && arguments[i].optional_tensor_list) {
         auto tensors = value.to<c10::List<std::optional<at::Tensor>>>();
         c10::List<std::optional<at::Tensor>> host;
         host.reserve(tensors.size());
@@ -346,7 +515,7 @@ class HostExecution {
         value = std::move(host);
       } else if (value.isDevice() && value.toDevice().type() == kDeviceType) {
         value = c10::Device(c10::DeviceType::CPU);
-      } else if (is_generator_argument(arguments[i])) {
+      } else if (arguments[i].generator) {
         std::optional<at::Generator> generator;
         if (value.isGenerator()) {
           generator = value.toGenerator();
@@ -414,15 +583,27 @@ class HostExecution {
     }
     // The storage now is neuron storage (results may share it, so it is
     // converted once and then reused as is).
+    auto* impl = host.unsafeGetTensorImpl();
+    if (host.use_count() == 1 && host.weak_use_count() == 1 &&
+        typeid(*impl) == typeid(c10::TensorImpl) && impl->allow_tensor_metadata_change() &&
+        impl->key_set() == fresh_cpu_keys()) {
+      // Nothing but this stack slot holds the kernel's fresh result, a plain
+      // dense CPU tensor (no conj/neg/zero-tensor bits, not an inference
+      // tensor): make its TensorImpl a neuron tensor in place (device from
+      // the storage, backend keys) instead of allocating and filling a second
+      // TensorImpl for every result. Anything else is wrapped as before.
+      impl->set_storage_keep_dtype(host.storage());
+      impl->_change_backend_component_keys(c10::Device(kDeviceType, device_));
+      return host;
+    }
     return device_tensor(host, host.storage());
   }
 
   void to_device_results() {
-    const auto& returns = schema_.returns();
+    const auto& returns = facts_.returns;
     for (size_t j = 0; j < returns.size(); ++j) {
       auto& value = stack_[first_ + j];
-      const auto* alias = returns[j].alias_info();
-      if (alias != nullptr && alias->isWrite() && value.isTensor()) {
+      if (returns[j].written && value.isTensor()) {
         // An in-place or out= result is the argument itself.
         value = original_of(value.toTensor());
       } else if (value.isTensor()) {
@@ -467,9 +648,9 @@ class HostExecution {
           return false;
         }
         any_tensor = true;
-      } else if (value.isTensorList() || is_optional_tensor_list(arguments[i]) ||
+      } else if (value.isTensorList() || facts_.arguments[i].optional_tensor_list ||
                  (value.isList() && holds_tensor(value)) || value.isDevice() ||
-                 value.isGenerator() || is_generator_argument(arguments[i]) ||
+                 value.isGenerator() || facts_.arguments[i].generator ||
                  value.isObject() || value.isCapsule()) {
         return false;
       } else if (value.isInt() && arguments[i].real_type()->kind() == c10::TypeKind::ScalarTypeType &&
@@ -480,12 +661,12 @@ class HostExecution {
     if (!any_tensor || !checks_are_in_the_meta_kernel(arguments)) {
       return false;
     }
-    for (const auto& ret : returns) {
-      if (ret.type()->kind() != c10::TypeKind::TensorType) {
+    for (size_t j = 0; j < returns.size(); ++j) {
+      const auto& ret = facts_.returns[j];
+      if (!ret.tensor) {
         return false;
       }
-      const auto* alias = ret.alias_info();
-      if (alias != nullptr && (!alias->isWrite() || written_argument(*alias) < 0)) {
+      if (ret.aliased && (!ret.written || written_argument(j) < 0)) {
         return false;
       }
     }
@@ -516,9 +697,8 @@ class HostExecution {
           !is_supported_dtype(meta.scalar_type())) {
         return false;
       }
-      const auto* alias = returns[j].alias_info();
-      if (alias != nullptr) {
-        const auto& original = stack_[first_ + written_argument(*alias)].toTensor();
+      if (facts_.returns[j].aliased) {
+        const auto& original = stack_[first_ + written_argument(j)].toTensor();
         if (meta.sizes() != original.sizes() || meta.strides() != original.strides() ||
             meta.storage_offset() != original.storage_offset() ||
             meta.scalar_type() != original.scalar_type()) {
@@ -542,7 +722,7 @@ class HostExecution {
     work->device = device_;
     work->stack.assign(stack_.begin() + static_cast<std::ptrdiff_t>(first_), stack_.end());
     for (size_t j = 0; j < returns.size(); ++j) {
-      if (returns[j].alias_info() == nullptr) {
+      if (!facts_.returns[j].aliased) {
         work->outputs.push_back(views_.view_of(results[j]));
       } else {
         work->outputs.emplace_back(); // written in place by the kernel
@@ -576,8 +756,7 @@ class HostExecution {
         return false;
       }
       dtype = tensor.scalar_type();
-      const auto* alias = arguments[i].alias_info();
-      if (alias != nullptr && alias->isWrite() &&
+      if (facts_.arguments[i].written &&
           at::has_internal_overlap(tensor) != at::MemOverlap::No) {
         return false;
       }
@@ -611,13 +790,22 @@ class HostExecution {
     return false;
   }
 
-  // The argument that the write alias `alias` of a return refers to, or -1.
-  int written_argument(const c10::AliasInfo& alias) const {
+  // The tensor argument that return `j` (a write alias) refers to, or -1.
+  int written_argument(size_t j) const {
+    const int candidate = facts_.returns[j].written_argument;
+    if (candidate >= 0 && stack_[first_ + static_cast<size_t>(candidate)].isTensor()) {
+      return candidate;
+    }
+    // The first argument of that alias set is not a tensor (a list): search the others.
+    const auto* alias = schema_.returns()[j].alias_info();
+    if (alias == nullptr) {
+      return -1;
+    }
     const auto& arguments = schema_.arguments();
     for (size_t i = 0; i < arguments.size(); ++i) {
       const auto* argument_alias = arguments[i].alias_info();
       if (argument_alias != nullptr && argument_alias->isWrite() &&
-          argument_alias->beforeSets() == alias.beforeSets() &&
+          argument_alias->beforeSets() == alias->beforeSets() &&
           stack_[first_ + i].isTensor()) {
         return static_cast<int>(i);
       }
@@ -675,6 +863,7 @@ class HostExecution {
 
   const c10::OperatorHandle& op_;
   const c10::FunctionSchema& schema_;
+  const OperatorFacts& facts_;
   torch::jit::Stack& stack_;
   const size_t first_;
   c10::DeviceIndex device_ = -1;
@@ -762,6 +951,10 @@ HostExecutionScope::HostExecutionScope(c10::DeviceIndex device)
 
 HostExecutionScope::~HostExecutionScope() {
   tls_host_execution_device = previous_;
+}
+
+size_t host_execution_cached_operators() {
+  return OperatorFactsCache::instance().size();
 }
 
 at::Tensor host_view(const at::Tensor& tensor) {

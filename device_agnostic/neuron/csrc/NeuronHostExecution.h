@@ -16,4 +16,8 @@ at::Tensor host_view(const at::Tensor& tensor);
 // Called once, when the Python module loads, after all kernels registered.
 void register_host_execution_for_structured_ops();
 
+// How many operators host execution holds cached schema facts for: each
+// operator run once, less those deregistered since (used by the tests).
+size_t host_execution_cached_operators();
+
 } // namespace neuron

@@ -1,16 +1,21 @@
-// Profiler stubs: how torch's profiler times operators on neuron.
+// Profiler stubs: the legacy profiler's per-operator hooks on neuron.
 //
 // torch.autograd.profiler.profile(use_device="neuron") runs in the
 // KINETO_PRIVATEUSE1_FALLBACK state: for every operator it calls record() when
 // the operator starts and again when it ends, and elapsed() between the two
-// when the results are read ("Self NEURON" / "NEURON total" in the tables,
-// device time in the Chrome trace). Without registered stubs torch's defaults
-// throw from record() inside the RecordFunction callback of every operator.
+// when the results are read, as the operator's one (inclusive) device "kernel".
+// Without registered stubs torch's defaults throw from record() inside the
+// RecordFunction callback of every operator.
 //
-// The timing comes from the runtime's own events (NeuronStream.cpp): an event
-// recorded on the current stream, timed like torch.Event(enable_timing=True).
-// Work runs to completion when issued (see NeuronStream.h), so the time
-// between an operator's two events is the time its work took on the device.
+// The device time itself comes from kineto: NeuronKinetoPlugin.cpp's session
+// times every operator in this state too, as kernels on the device's track of
+// the trace (which elapsed() cannot put there: torch writes no legacy kernels
+// into the Chrome trace). While it does, record() takes no event and elapsed()
+// reads 0, or each operator's device time would be counted twice. Otherwise
+// (no kineto session timing) the stubs time the operator themselves, from the
+// runtime's own events (NeuronStream.cpp): an event recorded on the current
+// stream, timed like torch.Event(enable_timing=True).
+#include "NeuronKinetoPlugin.h"
 #include "NeuronStream.h"
 
 #include <c10/core/DeviceGuard.h>
@@ -34,6 +39,10 @@ struct NeuronProfilerStubs final : ProfilerStubs {
     }
     if (cpu_ns != nullptr) {
       *cpu_ns = c10::getTime();
+    }
+    if (kineto_session_recording()) {
+      *event = ProfilerVoidEventStub(); // no event: the kineto session times it
+      return;
     }
     void* raw = nullptr;
     record_event(&raw, current_stream(index), index, c10::EventFlag::BACKEND_DEFAULT);

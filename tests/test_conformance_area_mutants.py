@@ -1,0 +1,38 @@
+"""The compile, distributed, profiler and stream-concurrency areas catch bugs: each deliberately
+broken backend (tests/mutants/) makes a test of its area fail in the quick profile, and the
+unbroken backend passes the same area (so the failure is the mutant's)."""
+
+from __future__ import annotations
+
+import pytest
+from test_conformance_mutants import failures, run_conformance
+
+AREA_MUTANTS = {
+    # mutant: (its area, the environment the area needs to see it)
+    "compile_lowers_precision": ("compile", {}),
+    "allreduce_on_a_copy": ("distributed", {}),
+    "slow_profiler": ("profiler", {}),
+    # A wait that does nothing is visible only when work runs behind the host's back.
+    "waitless_stream": ("stream_concurrency", {"NEURON_LAUNCH_BLOCKING": "0"}),
+}
+
+
+@pytest.mark.parametrize("mutant", sorted(AREA_MUTANTS))
+def test_area_catches_its_mutant(tmp_path, mutant):
+    area, env = AREA_MUTANTS[mutant]
+    run = run_conformance(tmp_path, [area], ["-p", f"mutants.{mutant}"], env=env)
+    caught = failures(run)
+    assert caught, f"mutant {mutant} was not caught by the {area} area:\n{run['output']}"
+    assert run["returncode"] != 0
+    assert {r["area"] for r in caught} == {area}
+
+
+@pytest.mark.parametrize(
+    ("area", "env"),
+    [(area, env) for area, env in sorted(AREA_MUTANTS.values())],
+    ids=[area for area, _ in sorted(AREA_MUTANTS.values())],
+)
+def test_area_passes_on_the_unbroken_backend(tmp_path, area, env):
+    run = run_conformance(tmp_path, [area], [], env=env)
+    assert not failures(run), run["output"]
+    assert run["returncode"] == 0, run["output"]
