@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -74,25 +75,48 @@ def run_async(body: str, *, blocking: str | None = "0", threads: int | None = No
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+MISSING_WAIT_STREAM = """
+    side = torch.Stream(device=D)
+    main = torch.accelerator.current_stream()
+    produced = torch.zeros(1024, 1024, device=D)
+    torch.accelerator.synchronize()
+    with side:
+        produced.add_(chain(24) * 0 + 1)  # all ones, once the chain has run
+    racy = (produced + 1).cpu()           # main stream: no wait for `side`
+    side_pending = not side.query()       # so `racy` read `produced` before it was written
+    torch.accelerator.synchronize()
+    produced.zero_()
+    with side:
+        produced.add_(chain(24) * 0 + 1)
+    main.wait_stream(side)                # the fix
+    ordered = (produced + 1).cpu()
+    report(side_pending=side_pending, racy_stale=bool((racy == 1).all()),
+           racy_right=bool((racy == 2).all()), ordered_right=bool((ordered == 2).all()))
+    """
+
+
 def test_missing_wait_stream_races_and_wait_stream_orders():
-    result = run_async(
-        """
-        side = torch.Stream(device=D)
-        main = torch.accelerator.current_stream()
-        with side:
-            produced = chain(24) * 0 + 1      # all ones, once the chain has run
-        racy = (produced + 1).cpu()           # main stream: no wait for `side`
-        side_pending = not side.query()       # so `racy` read `produced` before it was written
-        torch.accelerator.synchronize()
-        with side:
-            produced = chain(24) * 0 + 1
-        main.wait_stream(side)
-        ordered = (produced + 1).cpu()
-        report(side_pending=side_pending, racy_right=bool((racy == 2).all()),
-               ordered_right=bool((ordered == 2).all()))
-        """
-    )
-    assert result == {"side_pending": True, "racy_right": False, "ordered_right": True}
+    # Asynchronous: the read on the main stream sees `produced` as it was before the side
+    # stream's write (all zeros, deterministically: the write waits for a long chain); with
+    # main.wait_stream(side) it sees the write.
+    result = run_async(MISSING_WAIT_STREAM)
+    assert result == {
+        "side_pending": True,
+        "racy_stale": True,
+        "racy_right": False,
+        "ordered_right": True,
+    }
+
+
+def test_missing_wait_stream_is_invisible_in_synchronous_mode():
+    # The same program is right by accident when work runs at the call: the bug cannot show.
+    result = run_async(MISSING_WAIT_STREAM, blocking="1")
+    assert result == {
+        "side_pending": False,
+        "racy_stale": False,
+        "racy_right": True,
+        "ordered_right": True,
+    }
 
 
 def test_query_is_false_while_work_is_pending_and_true_after_synchronize():
@@ -234,3 +258,111 @@ def test_two_streams_overlap():
     # Loose: measured 0.67-1.99 on a 2-core machine at load 5 (no idle core to overlap on); only
     # a pathological slowdown fails it.
     assert result["ratio"] < 3.0
+
+
+def run_conformance_async(tmp_path: Path, targets: list[str]) -> tuple[dict, str]:
+    """Run conformance ``targets`` on neuron (quick profile) with NEURON_LAUNCH_BLOCKING=0 in a
+    subprocess; the JSON run and the tail of pytest's output."""
+    report = tmp_path / "run.json"
+    env = dict(os.environ, NEURON_LAUNCH_BLOCKING="0")
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--backend=neuron",
+            "--conformance-profile=quick",
+            "--conformance-label=neuron-async",
+            f"--conformance-json={report}",
+            "--pyargs",
+            *targets,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    output = completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert report.exists(), f"no report was written:\n{output}"
+    assert completed.returncode == 0, output
+    return json.loads(report.read_text()), output
+
+
+def test_conformance_stream_area_passes_in_async_mode(tmp_path: Path) -> None:
+    # The stream area's ordering tests (in-place chains on a side stream, wait_stream,
+    # wait_event, query after synchronize) see real concurrency only in this mode.
+    run, output = run_conformance_async(tmp_path, ["conformance.test_streams"])
+    outcomes = [result["outcome"] for result in run["results"]]
+    assert outcomes.count("passed") >= 10, output
+    assert not [o for o in outcomes if o in ("failed", "error")], output
+
+
+# Defects found by running tests/ with NEURON_LAUNCH_BLOCKING=0, one scenario each.
+
+
+def test_compiled_kernels_wait_for_the_stream():
+    # inductor's C++ kernels read device memory on the calling thread: without a drain of the
+    # current stream they read inputs that queued work had not written yet.
+    result = run_async(
+        """
+        import torch._dynamo
+        torch._inductor.config.fx_graph_cache = False
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
+                                    torch.nn.Linear(32, 8)).to(D)
+        compiled = torch.compile(model)
+        compiled(X[:6, :16]).sum().backward()  # compile both graphs first (seconds)
+        model.zero_grad()
+        torch.accelerator.synchronize()
+        x = chain(12)[:6, :16] * 0.01 + 1    # queued behind a long chain
+        eager = model(x)
+        actual = compiled(x)
+        actual.square().sum().backward()     # compiled backward: drains with the GIL released
+        report(right=bool(torch.allclose(actual.cpu(), eager.cpu(), atol=1e-5)),
+               grads=all(p.grad is not None for p in model.parameters()))
+        """
+    )
+    assert result == {"right": True, "grads": True}
+
+
+def test_memory_stats_do_not_deadlock_on_a_storage_python_has_seen():
+    # memory_stats drains the device holding the GIL; the worker dropping the last reference to a
+    # storage that Python has seen needs it.
+    result = run_async(
+        """
+        import threading
+        done = []
+        def body():
+            for _ in range(20):
+                y = chain(2) + 1
+                y.untyped_storage()           # Python now owns an object for the storage
+                del y
+                torch.accelerator.memory_allocated()
+            done.append(True)
+        worker = threading.Thread(target=body, daemon=True)
+        worker.start()
+        worker.join(120)
+        report(finished=bool(done))
+        """
+    )
+    assert result == {"finished": True}
+
+
+def test_quantize_is_refused_at_the_call_and_idle_events_complete_at_once():
+    result = run_async(
+        """
+        try:
+            torch.quantize_per_tensor(torch.randn(3, device=D), 0.1, 0, torch.qint8)
+            refused = "no error"
+        except NotImplementedError as error:
+            refused = "dequantize()" in str(error)
+        later = torch.randn(3, device=D).sum().item()   # no deferred error surfaces here
+        event = torch.Event(D)
+        event.record(torch.Stream(device=D))            # a stream with no work
+        report(refused=refused, later_ok=isinstance(later, float), idle_event=event.query())
+        """
+    )
+    assert result == {"refused": True, "later_ok": True, "idle_event": True}

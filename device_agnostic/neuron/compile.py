@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch._dynamo.device_interface import DeviceInterface, register_interface_for_device
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 
 DEVICE = "neuron"
 
@@ -135,12 +136,34 @@ class NeuronPythonWrapperCodegen(PythonWrapperCodegen):
         device = device or V.graph.get_current_device_or_throw()
         if not triton and device.type == DEVICE:
             # A C++ kernel takes the device pointers as they are (device memory is host memory)
-            # and runs on the calling thread: no stream argument, as on the CPU.
+            # and runs on the calling thread: no stream argument, as on the CPU. In asynchronous
+            # mode (NEURON_LAUNCH_BLOCKING=0) the current stream may still have queued work that
+            # writes its inputs (eager ops before the graph, the graph's own extern kernels) or
+            # reads its outputs' memory: wait for it first. Always emitted (a no-op when
+            # synchronous), since inductor's caches share generated code between the modes.
+            self.add_import_once(
+                "from device_agnostic.neuron._C import _drain_current_stream as neuron_drain_stream"
+            )
+            self.writeline(
+                f"neuron_drain_stream({device.index if device.index is not None else -1})"
+            )
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))
             return
         super()._generate_kernel_call_helper(
             kernel_name, call_args, device=device, triton=triton, **kwargs
         )
+
+
+class _CodegenCacheKey(CustomGraphModulePass):
+    """A pass that changes nothing: its uuid, a hash of this file, enters the key of inductor's
+    on-disk FX graph cache, which otherwise ignores a device's wrapper codegen, so code generated
+    by another version of this file (e.g. without the stream drain above) is never reused."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        pass
+
+    def uuid(self) -> bytes:
+        return get_hash_for_files((__file__,))
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
@@ -170,7 +193,12 @@ def register() -> None:
 
     if get_scheduling_for_device(DEVICE) is None:
         register_backend_for_device(
-            DEVICE, CppScheduling, NeuronPythonWrapperCodegen, CppWrapperCpu, WrapperFxCodegen
+            DEVICE,
+            CppScheduling,
+            NeuronPythonWrapperCodegen,
+            CppWrapperCpu,
+            WrapperFxCodegen,
+            device_custom_pass=_CodegenCacheKey(),
         )
     _treat_neuron_as_cpu_in_inductor()
     # The wrapper's device-side snippets (streams, guards) are the CPU's: kernels run on the
@@ -220,9 +248,11 @@ def _inductor_lookup(name: str) -> Any:
     from torch._inductor.codegen.common import get_wrapper_codegen_for_device
 
     if name == "Scheduling":
-        from torch._inductor.codegen.cpp import CppScheduling
-
-        return CppScheduling
+        # register() has registered neuron completely, with its cache-key pass. Answering None
+        # makes inductor's init_backend_registration skip its own registration of the
+        # PrivateUse1 backend (it catches the RuntimeError that _get_custom_mod_func raises),
+        # which would register the same classes again but drop the pass.
+        return None
     if name == "PythonWrapperCodegen":
         return get_wrapper_codegen_for_device(DEVICE)
     if name == "CppWrapperCodegen":

@@ -23,6 +23,8 @@
 // error reporting at the next synchronizing call).
 #include "NeuronStream.h"
 
+#include <Python.h>
+
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -79,6 +81,7 @@ class StreamQueue {
   void drain() {
     std::exception_ptr error;
     {
+      GilReleasedWhileWaiting no_gil;
       std::unique_lock<std::mutex> lock(mutex_);
       const uint64_t target = enqueued_;
       cv_.wait(lock, [&] { return completed_ >= target; });
@@ -146,6 +149,18 @@ StreamQueue& queue_of(const c10::Stream& stream) {
 }
 
 } // namespace
+
+GilReleasedWhileWaiting::GilReleasedWhileWaiting() {
+  if (Py_IsInitialized() != 0 && PyGILState_Check() != 0) {
+    thread_state_ = PyEval_SaveThread();
+  }
+}
+
+GilReleasedWhileWaiting::~GilReleasedWhileWaiting() {
+  if (thread_state_ != nullptr) {
+    PyEval_RestoreThread(static_cast<PyThreadState*>(thread_state_));
+  }
+}
 
 bool async_enabled() {
   static const bool enabled = read_async_enabled();

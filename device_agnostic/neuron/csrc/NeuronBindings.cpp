@@ -67,6 +67,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_allocate_from_native_threads", &allocate_from_native_threads);
   m.def("_host_execution_cached_operators", &host_execution_cached_operators,
         "How many operators' schema facts host execution holds (used by the tests).");
+  m.def("_async_enabled", &async_enabled,
+        "Whether work runs asynchronously on per-stream workers (NEURON_LAUNCH_BLOCKING=0).");
+  m.def("_drain_current_stream", [](int device) {
+    drain_current_stream(static_cast<c10::DeviceIndex>(device));
+  }, py::arg("device") = -1, py::call_guard<py::gil_scoped_release>(),
+        // Without the GIL: queued work may need it (e.g. to free a tensor's Python object).
+        "Wait for the work queued on `device`'s current stream (asynchronous mode; a no-op "
+        "otherwise). Compiled kernels call it before reading device memory on the host.");
   // Takes and returns torch._C._distributed_c10d.Backend objects: call only
   // after torch.distributed is imported (it registers that Python type).
   m.def("_make_process_group", &make_process_group, py::arg("host_backend"),

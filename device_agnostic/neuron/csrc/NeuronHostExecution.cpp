@@ -655,6 +655,9 @@ class HostExecution {
                  value.isGenerator() || facts_.arguments[i].generator ||
                  value.isObject() || value.isCapsule()) {
         return false;
+      } else if (value.isInt() && arguments[i].real_type()->kind() == c10::TypeKind::ScalarTypeType &&
+                 c10::isQIntType(static_cast<c10::ScalarType>(value.toInt()))) {
+        return false; // quantize_per_tensor's Meta kernel claims a float result: run it here
       }
     }
     if (!any_tensor || !checks_are_in_the_meta_kernel(arguments)) {
@@ -834,7 +837,17 @@ class HostExecution {
       op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
       for (size_t j = 0; j < outputs.size() && j < stack.size(); ++j) {
         if (outputs[j].defined()) {
-          outputs[j].copy_(stack[j].toTensor());
+          // copy_ would broadcast or cast silently where a Meta kernel disagrees
+          // with the CPU kernel: fail loudly instead (at the next synchronization).
+          const auto& result = stack[j].toTensor();
+          TORCH_CHECK(result.sizes() == outputs[j].sizes() &&
+                          result.scalar_type() == outputs[j].scalar_type(),
+                      "neuron asynchronous mode: the Meta kernel of '", op->schema().operator_name(),
+                      "' predicted a ", outputs[j].scalar_type(), " result of size ",
+                      outputs[j].sizes(), " but its CPU kernel returned a ", result.scalar_type(),
+                      " of size ", result.sizes(), ". Please report it; run with "
+                      "NEURON_LAUNCH_BLOCKING=1 meanwhile.");
+          outputs[j].copy_(result);
         }
       }
       stack.clear();

@@ -112,5 +112,19 @@ void drain_device(c10::DeviceIndex device);
 // Before reading or writing device memory on the issuing thread: waits for
 // the current stream of `device` (no-op in synchronous mode).
 void drain_current_stream(c10::DeviceIndex device);
+// For the lifetime of the scope, releases the GIL if this thread holds it. A
+// thread waiting for a stream's worker must not hold it: the worker may need it
+// (dropping the last reference to a storage Python has seen), and some callers
+// (torch.accelerator.memory_stats, compiled code) wait with the GIL held.
+class GilReleasedWhileWaiting {
+ public:
+  GilReleasedWhileWaiting();
+  ~GilReleasedWhileWaiting();
+  GilReleasedWhileWaiting(const GilReleasedWhileWaiting&) = delete;
+  GilReleasedWhileWaiting& operator=(const GilReleasedWhileWaiting&) = delete;
+
+ private:
+  void* thread_state_ = nullptr;
+};
 
 } // namespace neuron

@@ -50,6 +50,7 @@ struct EventState {
   }
 
   void wait_for(uint64_t generation) {
+    GilReleasedWhileWaiting no_gil; // the worker completing it may need the GIL
     std::unique_lock<std::mutex> lock(mutex);
     cv.wait(lock, [&] { return completed >= generation; });
   }
@@ -128,11 +129,13 @@ void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex devi
     std::lock_guard<std::mutex> lock(state->mutex);
     generation = ++state->recorded;
   }
-  if (async_enabled()) {
+  if (async_enabled() && !stream_idle(stream)) {
     // Completes when the stream's worker reaches it: after the work before it.
     enqueue_on_stream(stream, [state, generation] { state->complete(generation); });
   } else {
-    // All work issued to the stream so far has completed (see NeuronStream.h).
+    // All work issued to the stream so far has completed (synchronous mode, or
+    // an idle stream): complete now, so that query() right after is true, as
+    // on an idle CUDA stream, and no worker is started for an unused stream.
     state->complete(generation);
   }
 }
