@@ -170,7 +170,7 @@ def run_child(env_value: str | None) -> subprocess.CompletedProcess[str]:
     if env_value is not None:
         env[neuron_autograd.ENV_DEVICE_THREADS] = env_value
     return subprocess.run(
-        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120, env=env
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=600, env=env
     )
 
 
