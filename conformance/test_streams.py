@@ -284,16 +284,22 @@ def test_elapsed_time_of_a_long_region_is_close_to_the_host_time(backend, device
     # and synchronization to the same work), and not above it by more than timer slack.
     _require_streams(backend)
     require(backend, "event_timing")
-    matmuls, attempts = 8, []
+    matmuls, attempts = 2, []
     for _ in range(12):  # grow the region until the host measures >= LONG_REGION_MS
         elapsed, host_ms = _time_a_region(device, matmuls)
         if host_ms >= LONG_REGION_MS:
             break
         matmuls *= 2
+    assert host_ms >= LONG_REGION_MS, f"{matmuls} matmuls took only {host_ms:.1f} ms on the host"
     # A loaded host can deschedule this process between its clock read and the start record,
-    # which only the host time sees: the best of three runs of the same region is judged.
+    # which only the host time sees: the best of three runs of the same region is judged (of
+    # those that the host also measured as long: the load changes between runs).
     attempts.append((elapsed, host_ms))
-    attempts += [_time_a_region(device, matmuls) for _ in range(2)]
+    attempts += [
+        timed
+        for timed in (_time_a_region(device, matmuls) for _ in range(2))
+        if timed[1] >= LONG_REGION_MS
+    ]
     elapsed, host_ms = max(attempts, key=lambda pair: pair[0] / pair[1])
     how = reproducer(
         f"a = torch.full((256, 256), 1 / 256, device='{device}')\n"
@@ -302,7 +308,6 @@ def test_elapsed_time_of_a_long_region_is_close_to_the_host_time(backend, device
         f"start.record()\nfor _ in range({matmuls}): a = a @ a\n"
         "end.record(); end.synchronize()\nprint(start.elapsed_time(end))"
     )
-    assert host_ms >= LONG_REGION_MS, f"{matmuls} matmuls took only {host_ms:.1f} ms on the host"
     assert elapsed > 0.2 * host_ms, (
         f"elapsed_time around {matmuls} chained 256x256 matmuls is {elapsed!r} ms, but the host "
         f"measured {host_ms:.1f} ms around the same region: the device's time must be more than "
