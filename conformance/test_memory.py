@@ -16,6 +16,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from .assertions import reproducer
 from .backend import Backend
 from .requirements import require, require_accelerator, require_api, require_devices
 
@@ -123,6 +124,41 @@ def test_empty_cache_releases_the_cached_memory(memory_backend, device):
     assert released >= nbytes, (
         f"empty_cache released {released} bytes after a {nbytes}-byte tensor was freed"
     )
+
+
+def test_empty_cache_keeps_the_values_of_live_tensors(backend, device):
+    # Not tied to memory_stats: every accelerator has empty_cache, and whatever it releases must
+    # be memory no tensor uses. Freed neighbours of every size class put blocks in the cache
+    # next to the live ones, a view keeps its base's block alive, and the live tensors are read
+    # back after the release and used again (an allocator that released a live block hands it
+    # out to the next allocation).
+    require_accelerator(backend)
+    require_api("torch.accelerator.empty_cache", since=MEMORY_API_SINCE)
+    expected, live, freed = [], [], []
+    for index, nbytes in enumerate((4, 700_000, MiB + 4, 9 * MiB)):
+        host = torch.arange(nbytes // 4, dtype=torch.float32) * (index + 1) - 7
+        expected.append(host)
+        live.append(host.to(device))
+        freed.append(torch.ones(nbytes // 4, device=device))
+    view = live[2][1:]
+    del freed
+    torch.accelerator.empty_cache()
+    reused = [torch.zeros(t.numel(), device=device) for t in live]
+    for host, tensor in zip(expected, live, strict=True):
+        assert torch.equal(tensor.cpu(), host), (
+            f"a live {host.numel() * 4}-byte tensor changed its values across "
+            "torch.accelerator.empty_cache(): the cache released memory a tensor still uses"
+            + reproducer(
+                f"x = torch.arange({host.numel()}.0, device='{device}')\n"
+                f"y = torch.ones({host.numel()}, device='{device}'); del y\n"
+                "torch.accelerator.empty_cache()\nprint(torch.equal(x.cpu(), "
+                f"torch.arange({host.numel()}.0)))"
+            )
+        )
+    assert torch.equal(view.cpu(), expected[2][1:]), (
+        "a live view changed its values across torch.accelerator.empty_cache()"
+    )
+    assert all(torch.count_nonzero(t).item() == 0 for t in reused)
 
 
 OPERATORS = {

@@ -15,6 +15,7 @@ import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from .assertions import reproducer
 from .backend import Backend
 from .requirements import require, require_devices
 
@@ -134,6 +135,42 @@ def test_device_module_manual_seed_seeds_only_the_current_device(backend):
     assert torch.equal(module.get_rng_state(1), state_of_1), (
         f"{module.__name__}.manual_seed seeds the current device (0) only, but it changed "
         "device 1's generator"
+    )
+
+
+def test_device_module_manual_seed_seeds_a_non_zero_current_device(backend):
+    # Device 0 is current in almost every test: a manual_seed that always seeds device 0 (or
+    # device 0's generator under another index) passes those and fails here.
+    require_devices(backend)
+    require(backend, "per_device_rng")
+    module = backend.module
+    previous = torch.accelerator.current_device_index()
+    state_of_0 = module.get_rng_state(0)
+    try:
+        torch.accelerator.set_device_index(1)
+        module.manual_seed(4321)
+        first = _draw(backend.device(1))
+        seeded = module.initial_seed()
+        module.manual_seed(4321)
+        second = _draw(backend.device(1))
+    finally:
+        torch.accelerator.set_device_index(previous)
+    how = reproducer(
+        f"torch.accelerator.set_device_index(1)\n{module.__name__}.manual_seed(4321)\n"
+        f"print(torch.rand(4, device='{backend.device(1)}'), {module.__name__}.initial_seed())"
+    )
+    assert seeded == 4321, (
+        f"with device 1 current, {module.__name__}.initial_seed() is {seeded} after "
+        "manual_seed(4321)" + how
+    )
+    _assert_same_draws(
+        first,
+        second,
+        f"with device 1 current, {module.__name__}.manual_seed(4321) was called before each draw "
+        "on device 1",
+    )
+    assert torch.equal(module.get_rng_state(0), state_of_0), (
+        f"with device 1 current, {module.__name__}.manual_seed changed device 0's generator" + how
     )
 
 
@@ -317,6 +354,36 @@ def test_bernoulli_draws_ones_with_probability_p(device, p):
     assert abs(mean - p) <= tolerance, f"bernoulli({p}) drew ones at rate {mean:.4f}"
     rate = torch.empty(SAMPLES, device=device).bernoulli_(p).cpu().double().mean().item()
     assert abs(rate - p) <= tolerance, f"Tensor.bernoulli_({p}) drew ones at rate {rate:.4f}"
+
+
+DROPOUT_P = [0.0, 0.2, 0.5, 0.8, 1.0]
+
+
+@pytest.mark.parametrize("p", DROPOUT_P)
+def test_dropout_zeroes_at_rate_p_and_scales_the_rest_by_1_over_1_minus_p(device, p):
+    # Several p, not only 0.5: a kernel that scales by 1/p instead of 1/(1-p), or that draws
+    # its mask with a fixed probability, is right at p = 0.5 alone.
+    values = torch.nn.functional.dropout(
+        torch.ones(SAMPLES, device=device), p=p, training=True
+    ).cpu()
+    zero_rate = (values == 0).double().mean().item()
+    tolerance = 10 * math.sqrt(p * (1 - p) / SAMPLES)
+    how = reproducer(
+        f"y = torch.nn.functional.dropout(torch.ones({SAMPLES}, device='{device}'), p={p}, "
+        "training=True).cpu()\nprint((y == 0).double().mean(), y[y != 0].unique())"
+    )
+    assert abs(zero_rate - p) <= tolerance, (
+        f"dropout(p={p}) zeroed {zero_rate:.4f} of the elements; expected {p} +- {tolerance:.4f}"
+        + how
+    )
+    kept = values[values != 0].unique().tolist()
+    if p < 1:
+        scale = 1 / (1 - p)
+        wrong = [v for v in kept if not math.isclose(v, scale, rel_tol=1e-5)]
+        assert not wrong, (
+            f"dropout(p={p}) scaled the kept elements of a tensor of ones to {wrong[:3]}; "
+            f"expected 1/(1-p) = {scale:.6f}" + how
+        )
 
 
 # ---- malformed states --------------------------------------------------------------------------

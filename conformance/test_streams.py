@@ -9,6 +9,7 @@ missing wait, but they still catch a stream that reorders or drops work.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import pytest
 import torch
@@ -253,6 +254,70 @@ def test_elapsed_time_with_enable_timing_is_non_negative(backend, device):
         )
     )
     assert result[0, 0].item() == 128.0
+
+
+LONG_REGION_MS = 20.0  # long enough that launch and timer granularity are a small part of it
+
+
+def _time_a_region(device: torch.device, matmuls: int) -> tuple[float, float]:
+    """Record timing events around ``matmuls`` chained matmuls; return (elapsed_time, the host's
+    time from before the start record to after end.synchronize()), in milliseconds."""
+    operand = torch.full((256, 256), 1 / 256, device=device)
+    start = torch.Event(device=device, enable_timing=True)
+    end = torch.Event(device=device, enable_timing=True)
+    torch.accelerator.synchronize(device.index)
+    began = time.perf_counter()
+    start.record()
+    result = operand
+    for _ in range(matmuls):
+        result = result @ operand
+    end.record()
+    end.synchronize()
+    host_ms = (time.perf_counter() - began) * 1000
+    return start.elapsed_time(end), host_ms
+
+
+def test_elapsed_time_of_a_long_region_is_close_to_the_host_time(backend, device):
+    # elapsed_time >= 0 holds for a timer that always says 0, or that stamps events when they
+    # are submitted rather than when the stream reaches them. Here the region takes >= 20 ms:
+    # the device's time must be positive, at least a fifth of the host's (which adds launch
+    # and synchronization to the same work), and not above it by more than timer slack.
+    _require_streams(backend)
+    require(backend, "event_timing")
+    _time_a_region(device, 1)  # a first matmul's one-time costs are no part of the region
+    matmuls, attempts = 2, []
+    for _ in range(12):  # grow the region until the host measures >= LONG_REGION_MS
+        elapsed, host_ms = _time_a_region(device, matmuls)
+        if host_ms >= LONG_REGION_MS:
+            break
+        matmuls *= 2
+    assert host_ms >= LONG_REGION_MS, f"{matmuls} matmuls took only {host_ms:.1f} ms on the host"
+    # A loaded host can deschedule this process between its clock read and the start record,
+    # which only the host time sees: the best of three runs of the same region is judged (of
+    # those that the host also measured as long: the load changes between runs).
+    attempts.append((elapsed, host_ms))
+    attempts += [
+        timed
+        for timed in (_time_a_region(device, matmuls) for _ in range(2))
+        if timed[1] >= LONG_REGION_MS
+    ]
+    elapsed, host_ms = max(attempts, key=lambda pair: pair[0] / pair[1])
+    how = reproducer(
+        f"a = torch.full((256, 256), 1 / 256, device='{device}')\n"
+        f"start = torch.Event(device='{device}', enable_timing=True)\n"
+        f"end = torch.Event(device='{device}', enable_timing=True)\n"
+        f"start.record()\nfor _ in range({matmuls}): a = a @ a\n"
+        "end.record(); end.synchronize()\nprint(start.elapsed_time(end))"
+    )
+    assert elapsed > 0.2 * host_ms, (
+        f"elapsed_time around {matmuls} chained 256x256 matmuls is {elapsed!r} ms, but the host "
+        f"measured {host_ms:.1f} ms around the same region: the device's time must be more than "
+        f"a fifth of it (best of {len(attempts)} runs: {attempts})" + how
+    )
+    assert elapsed <= 1.5 * host_ms + 1.0, (
+        f"elapsed_time is {elapsed:.1f} ms for a region the host measured at {host_ms:.1f} ms: "
+        "the events were recorded inside the host's measurement" + how
+    )
 
 
 def test_elapsed_time_without_enable_timing_raises_a_value_error(backend, device):

@@ -129,6 +129,13 @@ INPUT_CLASS_MUTANTS = {
     "masked_select_on_host": ("operators", "test_data_dependent_output_is_on_the_device"),
     "complex_gemm_conjugates_transposed": ("operators", "test_opinfo and complex64"),
     "tanh_backward_wrong": ("operators", "test_opinfo_gradients"),
+    # random ops by their statistics, seeding off device 0, timing with a lower bound, and
+    # live tensors across empty_cache
+    "dropout_scales_by_inverse_p": ("rng", "test_dropout_zeroes_at_rate_p"),
+    "dropout_ignores_p": ("rng", "test_dropout_zeroes_at_rate_p"),
+    "manual_seed_seeds_device_0": ("rng", "test_device_module_manual_seed_seeds_a_non_zero"),
+    "event_time_stamped_at_submission": ("streams", "test_elapsed_time_of_a_long_region"),
+    "empty_cache_releases_live_blocks": ("memory", "test_empty_cache_keeps_the_values"),
 }
 
 
@@ -149,8 +156,14 @@ def test_input_class_tests_pass_on_the_references(tmp_path, backend):
     by_area: dict[str, list[str]] = {}
     for area, selection in INPUT_CLASS_MUTANTS.values():
         by_area.setdefault(area, []).append(f"({selection})")
+    passed_areas = set()
     for area, selections in sorted(by_area.items()):
         run = run_conformance(tmp_path, [area], ["-k", " or ".join(selections)], backend=backend)
         assert not failures(run), run["output"]
         assert run["returncode"] == 0, run["output"]
-        assert any(r["outcome"] == "passed" for r in run["results"]), run["output"]
+        if any(r["outcome"] == "passed" for r in run["results"]):
+            passed_areas.add(area)
+    # neuron has every capability these tests need; the CPU is no accelerator, so its stream
+    # and memory tests are not applicable
+    expected = set(by_area) if backend == "neuron" else set(by_area) - {"memory", "streams"}
+    assert passed_areas == expected, f"no test passed in {sorted(expected - passed_areas)}"
