@@ -104,10 +104,14 @@ def verdicts(
     # With pytest-xdist the module's tests are spread over the workers, each with this fixture:
     # the first worker launches the ranks, the others wait for its verdicts (the workers of one
     # run share the parent of their temporary directories; a run without xdist has its own).
+    # Only a process that is itself an xdist worker shares (the environment variable
+    # PYTEST_XDIST_WORKER is inherited by a pytest run started from a worker's test, whose
+    # basetemp's parent is every run's). The run's uid keeps runs apart.
     base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    verdicts_file = shared / f"conformance-distributed-{backend.name}.json"
-    with open(shared / f"conformance-distributed-{backend.name}.lock", "w") as lock:
+    workerinput = getattr(request.config, "workerinput", None)
+    shared, run = (base.parent, workerinput["testrunuid"]) if workerinput else (base, "solo")
+    verdicts_file = shared / f"conformance-distributed-{backend.name}-{run}.json"
+    with open(shared / f"conformance-distributed-{backend.name}-{run}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not verdicts_file.exists():
             launched = _launch(backend, plugins, tmp_path_factory.mktemp("distributed"))

@@ -408,6 +408,9 @@ import os
 import signal
 
 started = []
+# A run started in the background by a non-interactive shell inherits SIGINT ignored (and Python
+# then keeps it so): restore the default, as a terminal's run has it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_runtest_setup(item):
