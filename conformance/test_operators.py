@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from .assertions import assert_matches_reference, assert_on_device, reproducer
@@ -631,6 +631,26 @@ def core_inputs(draw: st.DrawFn, kind: str, dtypes: list[torch.dtype], values: s
     return CoreInputs(base, view, y, dim, k, code)
 
 
+def fixed_core_inputs(kind: str, dtype: torch.dtype, values: str) -> CoreInputs:
+    """One input every run checks besides the drawn ones: a strided view with an offset,
+    taken on the device (a transposed operand for matmul). A few drawn examples may all miss
+    a kernel that reads a view as if it were contiguous; this one never does."""
+    if kind == "matmul":
+        base_shape, view, y_shape = (3, 4), "t.transpose(-1, -2)", (3, 2)
+    else:
+        base_shape, view = (5, 6), "t[1::2, 0::2]"
+        y_shape = tuple(apply_view(view, torch.empty(base_shape)).shape)
+    dim = 1 if kind == "scan" else None
+    k = 1
+    base = make(base_shape, dtype, 7, values)
+    y = make(y_shape, dtype, 8, values)
+    code = (
+        f"base = make({base_shape}, {dtype}, 7, {values!r})\n"
+        f"y = make({y_shape}, {dtype}, 8, {values!r})\ndim, k = {dim}, {k}"
+    )
+    return CoreInputs(base, view, y, dim, k, code)
+
+
 # The snippets print the device's results from the CPU (printing formats through float64,
 # which a backend may not have).
 PRINT_RESULTS = (
@@ -664,6 +684,7 @@ def test_core_op_matches_reference_on_drawn_inputs(backend, device, name, values
     # @given inside the parametrized test: the plugin applies the profile to each collected
     # @given function once, and a parametrized one is collected once per parameter.
     @given(inputs=core_inputs(kind, dtypes, values))
+    @example(inputs=fixed_core_inputs(kind, dtypes[0], values))
     def check(inputs: CoreInputs) -> None:
         snippet = _core_snippet(inputs, code, device)
         try:
