@@ -21,6 +21,7 @@ import torch
 from torch.profiler import ProfilerActivity
 
 from .backend import Backend
+from .probes import PROFILER_ACTIVITIES
 from .requirements import require
 
 # "A few times": profiled/unprofiled time of MODEL_PASSES forward+backward passes of a small MLP.
@@ -30,15 +31,13 @@ MAX_SLOWDOWN = 5.0
 MODEL_PASSES = 10
 ROUNDS = 7
 
-# Activities of the devices torch knows by name; any other accelerator is PrivateUse1.
-_ACTIVITIES = {"cuda": "CUDA", "xpu": "XPU", "mps": "MPS", "mtia": "MTIA", "hpu": "HPU"}
 # Chrome-trace categories of host-side events: everything else on the trace is the device's.
 _HOST_CATEGORIES = {"cpu_op", "user_annotation", "python_function", "Trace", "cpu_instant_event",
                     "fwdbwd", "ac2g", "overhead", "gpu_user_annotation"}  # fmt: skip
 
 
 def device_activity(backend: Backend) -> ProfilerActivity:
-    return getattr(ProfilerActivity, _ACTIVITIES.get(backend.name, "PrivateUse1"))
+    return getattr(ProfilerActivity, PROFILER_ACTIVITIES.get(backend.name, "PrivateUse1"))
 
 
 @pytest.fixture
