@@ -190,6 +190,63 @@ def test_torchs_device_thread_on_request_and_a_clear_error_for_a_bad_value():
     assert "NEURON_AUTOGRAD_DEVICE_THREADS must be 0" in bad.stderr
 
 
+# The context torch 2.13 stashes for each backward (autograd/graph.py, _engine_run_backward) is
+# tracked by replacing the module's contextvars with one that remembers each copy it makes.
+RELEASE_CHILD = textwrap.dedent(
+    """
+    import contextvars, json, sys, threading
+    import torch
+    import torch.autograd.graph
+    import torch.utils.checkpoint
+
+    made = []
+
+    class TrackingContextvars:
+        @staticmethod
+        def copy_context():
+            made.append(contextvars.copy_context())
+            return made[-1]
+
+    torch.autograd.graph.contextvars = TrackingContextvars
+    late = 0
+    hook_threads = set()
+    x = torch.randn(1000, device="neuron", requires_grad=True)
+    for i in range(300):
+        y = x * 2
+        y.register_hook(lambda g: hook_threads.add(threading.get_ident()) or g)
+        if i % 3 == 0:
+            y.sum().backward()
+        elif i % 3 == 1:
+            torch.autograd.grad(y.sum(), x)
+        else:
+            torch.utils.checkpoint.checkpoint(torch.sin, y, use_reentrant=True).sum().backward()
+        # Held only by us once every graph task that copied it is gone; more means an engine
+        # thread still held it after backward() returned.
+        while made:
+            context = made.pop()
+            late += sys.getrefcount(context) > 2  # `context` and the argument
+            del context
+    print(json.dumps({"late": late, "key_left": torch._C._is_key_in_tls("context"),
+                      "device_thread": threading.get_ident() not in hook_threads}))
+    """
+)
+
+
+def test_backward_returns_after_the_device_thread_released_the_pass():
+    """With torch's device thread, the graph task's copy of the stashed context was often dropped
+    by the device thread after backward() returned (15% of calls, 2026-12-02); at interpreter
+    exit that made the process abort ("terminate called without an active exception")."""
+    env = dict(os.environ, **{neuron_autograd.ENV_DEVICE_THREADS: "1"})
+    child = subprocess.run(
+        [sys.executable, "-c", RELEASE_CHILD], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    assert result["device_thread"], "the child did not run backward on torch's device thread"
+    assert result["late"] == 0, f"{result['late']} of 300 backward calls returned too early"
+    assert not result["key_left"], "torch's thread-local context key was left behind"
+
+
 # The most a trivial backward, (x * 2).sum().backward() on 1e3 elements, may cost on neuron
 # relative to the CPU. Measured 2026-12-02 on the shared 2-core machine (load ~18), three runs
 # each: 1.09-1.16 with backward on the calling thread; 1.64-7.8 on torch's device thread
