@@ -10,11 +10,12 @@ The two ranks are launched once for the module (conformance/_distributed_worker.
 The second half holds torch.distributed features that must work on any accelerator without the
 user naming it: DTensor random operators, the "fake" process group, a collective backend
 registered without a device list, PowerSGD's gradient compression hooks, the RNG-sync debugging
-check, torchrun's ``--nproc-per-node``. Each runs in one process (a one-rank group, or a "fake"
-group of several ranks) against the documented, device-generic behaviour; where stock torch
-still assumes CUDA, the backend's manifest lists the test as a known failure naming the torch
-code at fault and the patch of the series that fixes it (``fixed_by``), as in the integration
-area.
+check, torchrun's ``--nproc-per-node`` and ``--virtual-local-rank``, the runtime estimator's
+operator benchmark, pinned CPU state dicts for checkpoint staging. Each runs in one process (a
+one-rank group, or a "fake" group of several ranks) against the documented, device-generic
+behaviour; where stock torch still assumes CUDA, the backend's manifest lists the test as a known
+failure naming the torch code at fault and the patch of the series that fixes it (``fixed_by``),
+as in the integration area.
 """
 
 from __future__ import annotations
@@ -271,3 +272,77 @@ def test_torchrun_nproc_per_node_gpu_points_to_auto(backend, device):
         "not what to pass instead"
     )
     assert determine_local_world_size("auto") == torch.accelerator.device_count()
+
+
+def test_runtime_estimator_benchmarks_the_operator_on_the_device(backend, device):
+    require_accelerator(backend)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.runtime_estimator import RuntimeEstimator
+
+    # The benchmark runs the operator on real tensors of the fake tensors' device and times it
+    # there: an estimate of 0 or an error means it timed (or tried to time) another device.
+    with FakeTensorMode():
+        a = torch.randn(256, 256, device=device)
+        b = torch.randn(256, 256, device=device)
+        estimator = RuntimeEstimator()
+        with estimator("operator-level-benchmark"):
+            torch.mm(a, b)
+    assert estimator.total_runtime > 0, (
+        f"RuntimeEstimator's benchmark of a {device.type} matmul estimated "
+        f"{estimator.total_runtime} ms"
+    )
+
+
+@pytest.mark.parametrize("share_memory", [False, True], ids=["unshared", "shared"])
+def test_cpu_state_dict_pins_where_the_device_can(backend, device, share_memory):
+    require_accelerator(backend)
+    from torch.distributed._state_dict_utils import _create_cpu_state_dict
+
+    state_dict = {"weight": torch.randn(8, 8, device=device)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cpu_state_dict = _create_cpu_state_dict(
+            state_dict, pin_memory=True, share_memory=share_memory
+        )
+    tensor = cpu_state_dict["weight"]
+    assert tensor.device.type == "cpu" and tensor.shape == (8, 8)
+    assert tensor.is_shared() == share_memory
+    # Only CUDA can pin memory after allocation (cudaHostRegister), which shared memory needs;
+    # unshared memory is pinned through the accelerator's host allocator.
+    pinned = backend.capabilities.pinned_memory and (device.type == "cuda" or not share_memory)
+    assert tensor.is_pinned() == pinned, (
+        f"_create_cpu_state_dict(pin_memory=True, share_memory={share_memory}) of a "
+        f"{device.type} tensor gave is_pinned()={tensor.is_pinned()}"
+        + "".join(f"; warned: {w.message}" for w in caught)
+    )
+
+
+def test_virtual_local_rank_refuses_a_device_that_ignores_cuda_visible_devices(
+    backend, device, tmp_path
+):
+    require_accelerator(backend)
+    if device.type == "cuda":
+        pytest.skip("not applicable: CUDA reads CUDA_VISIBLE_DEVICES")
+    from torch.distributed.elastic.agent.server.api import WorkerSpec
+    from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+
+    # --virtual-local-rank tells every worker it is LOCAL_RANK 0 and hides the other devices
+    # through CUDA_VISIBLE_DEVICES; a device that does not read it would put every worker on
+    # device 0, so the agent must refuse.
+    spec = WorkerSpec(
+        role="trainer",
+        local_world_size=2,
+        rdzv_handler=mock.Mock(),
+        entrypoint="python",
+        args=("-c", "pass"),
+        virtual_local_rank=True,
+    )
+    agent = LocalElasticAgent(spec, logs_specs=DefaultLogsSpecs(log_dir=str(tmp_path)))
+    worker_env: dict[str, str | None] = {}
+    with pytest.raises(ValueError) as raised:
+        agent._set_local_rank_env(worker_env, 1, spec)
+    assert device.type in str(raised.value), (
+        f"--virtual-local-rank on {device.type} refused with {str(raised.value)!r}, "
+        "which does not name the device"
+    )

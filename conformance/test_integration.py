@@ -1,10 +1,10 @@
 """Framework integration: everyday PyTorch features that must work on any accelerator without
 the user naming it: GradScaler() and FSDP's ShardedGradScaler, activation checkpointing with
 dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and PagedAttention,
-printing a tensor, the profiler's tables and memory timeline, DataParallel and parallel_apply,
-torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging,
-fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone,
-the error for device tensors sent to another process.
+printing a tensor, the profiler's tables and memory timeline (and its HTML plot's title),
+DataParallel and parallel_apply, torch.load's device errors, new_subgroups, jit.trace, DebugMode,
+VonMises sampling, DCP staging, fork_rng()'s and TorchTidy's advice, collect_env's report,
+torch.compile leaving the RNG alone, the error for device tensors sent to another process.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -659,4 +659,41 @@ def test_sending_a_device_tensor_to_another_process_names_the_device(backend, de
         f"pickling a {device.type} tensor for another process (what a multiprocessing Queue does "
         f"in its feeder thread, leaving the consumer waiting) fails with: {message!r}; the error "
         "must name the device and say to send tensor.cpu()"
+    )
+
+
+def test_memory_timeline_html_titles_the_device_peak(backend, device):
+    require_accelerator(backend)
+    pytest.importorskip("matplotlib", reason="the HTML memory timeline needs matplotlib")
+    import tempfile
+    from pathlib import Path
+    from unittest import mock
+
+    import matplotlib.axes
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(
+        activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True, with_stack=True
+    ) as prof:
+        x = torch.ones(8 << 20, device=device)  # 32 MiB: 0.03 GiB in the title
+        y = x * 2
+        del x, y
+    titles: list[str] = []
+    set_title = matplotlib.axes.Axes.set_title
+
+    def record_title(axes, label, *args, **kwargs):
+        titles.append(label)
+        return set_title(axes, label, *args, **kwargs)
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(matplotlib.axes.Axes, "set_title", record_title),
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore", FutureWarning)  # export_memory_timeline is deprecated
+        prof.export_memory_timeline(str(Path(tmp) / "timeline.html"), device=f"{device.type}:0")
+    figures = re.findall(r"([0-9.]+) GiB", titles[-1])
+    assert figures and float(figures[0]) >= 0.03, (
+        f"the {device.type}:0 HTML memory timeline, after 32 MiB were allocated there, is "
+        f"titled {titles[-1]!r}: not the device's peak"
     )
