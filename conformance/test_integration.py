@@ -3,8 +3,8 @@ the user naming it: GradScaler() and FSDP's ShardedGradScaler, activation checkp
 dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and PagedAttention,
 printing a tensor, the profiler's tables and memory timeline, DataParallel and parallel_apply,
 torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging,
-fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone,
-the error for device tensors sent to another process.
+fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone and
+synchronizing the current device, the error for device tensors sent to another process.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 
 from .assertions import assert_matches_reference, assert_on_device
-from .requirements import require_accelerator
+from .requirements import require_accelerator, require_devices
 
 
 def test_grad_scaler_without_a_device_uses_the_current_accelerator(backend, device):
@@ -659,4 +659,41 @@ def test_sending_a_device_tensor_to_another_process_names_the_device(backend, de
         f"pickling a {device.type} tensor for another process (what a multiprocessing Queue does "
         f"in its feeder thread, leaving the consumer waiting) fails with: {message!r}; the error "
         "must name the device and say to send tensor.cpu()"
+    )
+
+
+def test_compiled_synchronize_waits_for_the_current_device(backend, device, monkeypatch):
+    require_accelerator(backend)
+    require_devices(backend, 2)
+    import torch._dynamo
+
+    # What the runtime is asked to synchronize, after the compiled graph's op has resolved the
+    # device: recorded on the way to the real synchronization.
+    synchronized: list[int] = []
+    real = torch._C._accelerator_synchronizeDevice
+
+    def record(index: int) -> None:
+        synchronized.append(index)
+        real(index)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        torch.accelerator.synchronize()
+        return y + 1
+
+    previous = torch.accelerator.current_device_index()
+    torch._dynamo.reset()
+    try:
+        torch.accelerator.set_device_index(1)
+        x = torch.ones(4, device=backend.device(1))
+        monkeypatch.setattr(torch._C, "_accelerator_synchronizeDevice", record)
+        out = torch.compile(fn, backend="eager", fullgraph=True)(x)
+    finally:
+        monkeypatch.undo()
+        torch.accelerator.set_device_index(previous)
+        torch._dynamo.reset()
+    assert torch.equal(out.cpu(), torch.full((4,), 3.0))
+    assert synchronized == [1], (
+        f"after set_device_index(1), a compiled torch.accelerator.synchronize() synchronized "
+        f"{device.type} device(s) {synchronized}; eager mode synchronizes the current device, 1"
     )
