@@ -3,8 +3,9 @@ the user naming it: GradScaler() and FSDP's ShardedGradScaler, activation checkp
 dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and PagedAttention,
 printing a tensor, the profiler's tables and memory timeline, DataParallel and parallel_apply,
 torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging,
-fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG alone and
-synchronizing the current device, the error for device tensors sent to another process.
+fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG and the
+matmul precision alone and synchronizing the current device, the error for device tensors sent to
+another process.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -659,6 +660,31 @@ def test_sending_a_device_tensor_to_another_process_names_the_device(backend, de
         f"pickling a {device.type} tensor for another process (what a multiprocessing Queue does "
         f"in its feeder thread, leaving the consumer waiting) fails with: {message!r}; the error "
         "must name the device and say to send tensor.cpu()"
+    )
+
+
+def test_compiling_leaves_the_matmul_precision_alone(backend, device):
+    require_accelerator(backend)
+    import torch._dynamo
+
+    def tuning_backend(gm, example_inputs):
+        # What a backend trying lower precisions while compiling does: set oneDNN's float32
+        # matmul precision (the CPU's and XPU's matmuls follow it).
+        torch._C._set_fp32_precision_setter("mkldnn", "matmul", "bf16")
+        return gm.forward
+
+    before = torch._C._get_fp32_precision_getter("mkldnn", "matmul")
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(lambda x: x * 2 + 1, backend=tuning_backend, fullgraph=True)
+        compiled(torch.ones(4, device=device))
+        after = torch._C._get_fp32_precision_getter("mkldnn", "matmul")
+    finally:
+        torch._C._set_fp32_precision_setter("mkldnn", "matmul", before)
+        torch._dynamo.reset()
+    assert after == before, (
+        f"compiling a {device.type} function changed oneDNN's float32 matmul precision from "
+        f"{before!r} to {after!r}: every later eager matmul runs at the backend's precision"
     )
 
 
