@@ -5,7 +5,7 @@ printing a tensor, the profiler's tables and memory timeline, DataParallel and p
 torch.load's device errors, new_subgroups, jit.trace, DebugMode, VonMises sampling, DCP staging,
 fork_rng()'s and TorchTidy's advice, collect_env's report, torch.compile leaving the RNG and the
 matmul precision alone and synchronizing the current device, the error for device tensors sent to
-another process.
+another process, Tensor.<device>(non_blocking=True) on a tensor subclass.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -722,4 +722,29 @@ def test_compiled_synchronize_waits_for_the_current_device(backend, device, monk
     assert synchronized == [1], (
         f"after set_device_index(1), a compiled torch.accelerator.synchronize() synchronized "
         f"{device.type} device(s) {synchronized}; eager mode synchronizes the current device, 1"
+    )
+
+
+def test_tensor_device_method_passes_non_blocking_to_torch_function(backend, device):
+    require_accelerator(backend)
+    move = getattr(torch.Tensor, device.type, None)
+    if move is None:
+        pytest.skip(f"not applicable: torch.Tensor has no .{device.type}() method")
+    seen: list[dict] = []
+
+    class Recording(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is move:
+                seen.append(dict(kwargs or {}))
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+
+    x = torch.ones(4).pin_memory().as_subclass(Recording)
+    y = getattr(x, device.type)(non_blocking=True)
+    assert y.device.type == device.type
+    assert [kwargs.get("non_blocking") for kwargs in seen] == [True], (
+        f"tensor.{device.type}(non_blocking=True) of a tensor subclass reached its "
+        f"__torch_function__ with {seen}: the subclass never sees non_blocking=True (and the "
+        "copy is synchronous), as it does for tensor.cuda(non_blocking=True)"
     )
