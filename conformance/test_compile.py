@@ -155,3 +155,25 @@ def test_a_compiled_in_place_update_writes_the_device_tensor(compile_backend, de
         f"p = torch.arange(6.0, device='{device}')\n"
         "torch.compile(lambda p, g: p.sub_(g * 0.1))(p, torch.ones_like(p)); print(p)",
     )
+
+
+def test_inductor_benchmarks_a_callable_on_its_device(compile_backend, device):
+    from torch._inductor.runtime.benchmarking import InductorBenchmarker
+
+    # Compiling first: what inductor does before it autotunes (a backend registers its device
+    # interface with inductor when inductor first looks at the device).
+    torch.compile(lambda x: x + 1)(torch.ones(2).to(device))
+    x = torch.randn(64, 64).to(device)
+    try:
+        ms = InductorBenchmarker().benchmark(torch.mm, (x, x), {})
+    except Exception as error:  # the failure is the finding: report it, not a traceback
+        raise AssertionError(
+            f"inductor's benchmarker could not time torch.mm of {device} tensors (autotuning "
+            f"times its choices this way): {type(error).__name__}: {error}"
+            + reproducer(
+                "from torch._inductor.runtime.benchmarking import InductorBenchmarker\n"
+                f"x = torch.randn(64, 64, device='{device}')\n"
+                "print(InductorBenchmarker().benchmark(torch.mm, (x, x), {}))"
+            )
+        ) from error
+    assert ms > 0.0, f"inductor's benchmarker timed torch.mm of {device} tensors at {ms} ms"

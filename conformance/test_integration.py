@@ -4,7 +4,9 @@ dropout, save_on_cpu with pinned memory, DLPack, fork_rng(), flex_attention and 
 printing a tensor, the profiler's tables and memory timeline (and its HTML plot's title),
 DataParallel and parallel_apply, torch.load's device errors, new_subgroups, jit.trace, DebugMode,
 VonMises sampling, DCP staging, fork_rng()'s and TorchTidy's advice, collect_env's report,
-torch.compile leaving the RNG alone, the error for device tensors sent to another process.
+torch.compile leaving the RNG and the matmul precision alone and synchronizing the current
+device, the error for device tensors sent to another process, Tensor.<device>(non_blocking=True)
+on a tensor subclass.
 
 Each test is written against the documented, device-generic behaviour; where stock torch still
 assumes CUDA, the backend's manifest lists the test as a known failure, naming the torch code
@@ -25,7 +27,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 
 from .assertions import assert_matches_reference, assert_on_device
-from .requirements import require_accelerator
+from .requirements import require_accelerator, require_devices
 
 
 def test_grad_scaler_without_a_device_uses_the_current_accelerator(backend, device):
@@ -696,4 +698,91 @@ def test_memory_timeline_html_titles_the_device_peak(backend, device):
     assert figures and float(figures[0]) >= 0.03, (
         f"the {device.type}:0 HTML memory timeline, after 32 MiB were allocated there, is "
         f"titled {titles[-1]!r}: not the device's peak"
+    )
+
+
+def test_compiling_leaves_the_matmul_precision_alone(backend, device):
+    require_accelerator(backend)
+    import torch._dynamo
+
+    def tuning_backend(gm, example_inputs):
+        # What a backend trying lower precisions while compiling does: set oneDNN's float32
+        # matmul precision (the CPU's and XPU's matmuls follow it).
+        torch._C._set_fp32_precision_setter("mkldnn", "matmul", "bf16")
+        return gm.forward
+
+    before = torch._C._get_fp32_precision_getter("mkldnn", "matmul")
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(lambda x: x * 2 + 1, backend=tuning_backend, fullgraph=True)
+        compiled(torch.ones(4, device=device))
+        after = torch._C._get_fp32_precision_getter("mkldnn", "matmul")
+    finally:
+        torch._C._set_fp32_precision_setter("mkldnn", "matmul", before)
+        torch._dynamo.reset()
+    assert after == before, (
+        f"compiling a {device.type} function changed oneDNN's float32 matmul precision from "
+        f"{before!r} to {after!r}: every later eager matmul runs at the backend's precision"
+    )
+
+
+def test_compiled_synchronize_waits_for_the_current_device(backend, device, monkeypatch):
+    require_accelerator(backend)
+    require_devices(backend, 2)
+    import torch._dynamo
+
+    # What the runtime is asked to synchronize, after the compiled graph's op has resolved the
+    # device: recorded on the way to the real synchronization.
+    synchronized: list[int] = []
+    real = torch._C._accelerator_synchronizeDevice
+
+    def record(index: int) -> None:
+        synchronized.append(index)
+        real(index)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        torch.accelerator.synchronize()
+        return y + 1
+
+    previous = torch.accelerator.current_device_index()
+    torch._dynamo.reset()
+    try:
+        torch.accelerator.set_device_index(1)
+        x = torch.ones(4, device=backend.device(1))
+        monkeypatch.setattr(torch._C, "_accelerator_synchronizeDevice", record)
+        out = torch.compile(fn, backend="eager", fullgraph=True)(x)
+    finally:
+        monkeypatch.undo()
+        torch.accelerator.set_device_index(previous)
+        torch._dynamo.reset()
+    assert torch.equal(out.cpu(), torch.full((4,), 3.0))
+    assert synchronized == [1], (
+        f"after set_device_index(1), a compiled torch.accelerator.synchronize() synchronized "
+        f"{device.type} device(s) {synchronized}; eager mode synchronizes the current device, 1"
+    )
+
+
+def test_tensor_device_method_passes_non_blocking_to_torch_function(backend, device):
+    require_accelerator(backend)
+    move = getattr(torch.Tensor, device.type, None)
+    if move is None:
+        pytest.skip(f"not applicable: torch.Tensor has no .{device.type}() method")
+    seen: list[dict] = []
+
+    class Recording(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is move:
+                seen.append(dict(kwargs or {}))
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+
+    x = torch.ones(4).pin_memory().as_subclass(Recording)
+    y = getattr(x, device.type)(non_blocking=True)
+    assert y.device.type == device.type
+    assert [kwargs.get("non_blocking") for kwargs in seen] == [True], (
+        f"tensor.{device.type}(non_blocking=True) of a tensor subclass reached its "
+        f"__torch_function__ with {seen}: the subclass never sees non_blocking=True (and the "
+        "copy is synchronous), as it does for tensor.cuda(non_blocking=True)"
     )
