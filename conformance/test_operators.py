@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import random
 import sys
 import unittest
 from collections.abc import Iterator
@@ -116,18 +117,25 @@ def op_database() -> tuple[list, str]:
         # The flag lives in the globals of torch/backends/__init__.py.
         if not frozen:
             torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
-    _find_test_fn_without_source_lookups()
+    _cheaper_sample_inputs()
     return list(op_db), ""
 
 
-def _find_test_fn_without_source_lookups() -> None:
-    """Make OpInfo.sample_inputs cheap to call: every call looks for the running unittest test
-    (twice) with ``extract_test_fn``, which walks ``inspect.stack()``, and that reads every
-    frame's source line, searching sys.modules for each frame's module: about 0.3 s per call
-    under pytest with torch loaded, 80% of an OpInfo case's time and most of the default
-    profile's (measured with cProfile). This walks the same frames for the same answer (the
-    method of the unittest.TestCase ``self`` of the innermost frame that has one; never one
-    here, so samples keep their default seeding) without reading any source."""
+def _cheaper_sample_inputs() -> None:
+    """Make OpInfo.sample_inputs cheap to call, with the same samples. Measured with cProfile
+    on the default profile, two helpers of torch.testing._internal took most of an OpInfo
+    case's time:
+
+    * ``extract_test_fn``, called twice per sample_inputs call to find the running unittest
+      test, walks ``inspect.stack()``, which reads every frame's source line and searches
+      sys.modules for each frame's module (about 0.3 s a call under pytest). The version here
+      walks the same frames for the same answer without reading source (no unittest test is
+      ever running here, so samples keep their default seeding).
+    * ``set_rng_seed``, called before each sample, calls ``torch.manual_seed``, which on a
+      build without CUDA queues a lazy seeding call for CUDA, XPU and MTIA, each recording
+      ``traceback.format_stack()`` (about 8 ms a call). Samples are made on the CPU: seeding
+      the CPU generator (with Python's and NumPy's, as before) makes the same samples.
+    """
     from torch.testing._internal import common_utils
     from torch.testing._internal.opinfo import core
 
@@ -142,8 +150,25 @@ def _find_test_fn_without_source_lookups() -> None:
             frame = frame.f_back
         return None
 
+    def set_rng_seed(seed: int | None = None) -> None:
+        seed = common_utils.SEED if seed is None else seed
+        seed_host(seed)
+
     common_utils.extract_test_fn = extract_test_fn
     core.extract_test_fn = extract_test_fn
+    common_utils.set_rng_seed = set_rng_seed
+
+
+def seed_host(seed: int) -> None:
+    """Seed the CPU generator, Python's and NumPy's (what OpInfo samples made on the CPU draw
+    from): ``torch.manual_seed``'s effect on them, without its cost (see above)."""
+    torch.random.default_generator.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed)
 
 
 def opinfo_name(op) -> str:  # noqa: ANN001 - an OpInfo
@@ -418,7 +443,7 @@ def test_opinfo(backend, reference, device, request, opinfo_case):
     limit = sample_limit(request.config.getoption("conformance_profile"), op, dtype)
     if request.node.get_closest_marker("xfail") is not None:
         limit = None  # a known failure is checked on every sample, whatever the profile
-    torch.manual_seed(0)
+    seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
     samples = itertools.islice(op.sample_inputs("cpu", dtype), limit)
     count = 0
     for index, sample in enumerate(samples):
@@ -486,7 +511,7 @@ def test_opinfo_gradients(backend, reference, device, request, gradient_case):
     limit = GRADIENT_SAMPLES[request.config.getoption("conformance_profile")]
     if request.node.get_closest_marker("xfail") is not None:
         limit = None
-    torch.manual_seed(0)
+    seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
     samples = itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit)
     count = 0
     for index, sample in enumerate(samples):
