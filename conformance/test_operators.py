@@ -6,9 +6,9 @@ Two parts:
 * ``test_opinfo[<op>.<variant>-<dtype>]``: PyTorch's own OpInfo database (from the installed
   torch) supplies the operators and their sample inputs. Samples are made on the CPU from a fixed
   seed, moved to the device, and the result compared with the CPU's. The profile sets how many
-  operators and samples: a core selection for ``quick``, more for ``default``, all for
-  ``thorough``; operators that a manifest known failure names are always included, so that the
-  entry is checked.
+  operators and samples: a core selection for ``quick``; every OpInfo in every declared dtype
+  for ``default`` (the first samples of each) and ``thorough`` (all of them); operators that a
+  manifest known failure names are always included, so that the entry is checked.
 * ``test_core_op_matches_reference_on_drawn_inputs[<op>]``: hypothesis draws shapes (0-dim and
   empty ones too), dtypes and non-contiguous views for a core set of operators.
 
@@ -20,6 +20,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import random
+import sys
+import unittest
 from collections.abc import Iterator
 
 import pytest
@@ -65,19 +68,15 @@ QUICK_BFLOAT16_OPS = (
     "add", "mul", "sub", "exp", "tanh", "sigmoid", "sum", "mean", "amax", "softmax", "matmul",
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.linear", "cat", "where", "clamp",
 )  # fmt: skip
-# Profile: {dtype: operators beyond the core selection, every Nth eligible one}, samples per op
-PROFILE_DEPTH = {
-    "quick": ({}, 8),
-    "default": ({torch.float32: 4}, 24),
-    "thorough": ({torch.float32: 1, torch.bfloat16: 1}, None),
-}
-# Every other declared dtype (float16, the integers, bool, complex...): a stratified sample,
-# each operator in one of every STRATA[profile] declared dtypes, rotating so that every
-# operator meets several dtypes beyond float32: quick takes the core selection, default every
-# eligible OpInfo (every OpInfo in every declared dtype would take about 30 minutes on 2 cores,
-# twice default's budget), thorough every OpInfo in every declared dtype. The first samples of
-# an OpInfo are its plain cases.
-STRATA = {"quick": 8, "default": 3, "thorough": 1}
+# Which (OpInfo, dtype) pairs a profile compares, and how many samples of each. quick: the core
+# selection in float32 and bfloat16, and in every other declared dtype a stratified sample of
+# it (each core operator in one of every 8 declared dtypes, rotating). default and thorough:
+# every OpInfo in every declared dtype (the reference's kernel and the exclusions permitting).
+# Coverage is what default buys; its time is kept in budget by the samples per case: the core
+# selection in float32 and bfloat16 gets DEPTH_SAMPLES of them, every other case its first
+# OTHER_DTYPE_SAMPLES (an OpInfo's first samples are its plain cases), thorough all of them.
+QUICK_STRATA = 8
+DEPTH_SAMPLES = {"quick": 8, "default": 24, "thorough": None}
 OTHER_DTYPE_SAMPLES = {"quick": 4, "default": 2, "thorough": None}
 # Gradients (OpInfo's backward samples), for the floating dtypes: quick compares these in
 # float32 (elementwise, reductions, linear algebra, indexing and the nn functions whose
@@ -118,7 +117,58 @@ def op_database() -> tuple[list, str]:
         # The flag lives in the globals of torch/backends/__init__.py.
         if not frozen:
             torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
+    _cheaper_sample_inputs()
     return list(op_db), ""
+
+
+def _cheaper_sample_inputs() -> None:
+    """Make OpInfo.sample_inputs cheap to call, with the same samples. Measured with cProfile
+    on the default profile, two helpers of torch.testing._internal took most of an OpInfo
+    case's time:
+
+    * ``extract_test_fn``, called twice per sample_inputs call to find the running unittest
+      test, walks ``inspect.stack()``, which reads every frame's source line and searches
+      sys.modules for each frame's module (about 0.3 s a call under pytest). The version here
+      walks the same frames for the same answer without reading source (no unittest test is
+      ever running here, so samples keep their default seeding).
+    * ``set_rng_seed``, called before each sample, calls ``torch.manual_seed``, which on a
+      build without CUDA queues a lazy seeding call for CUDA, XPU and MTIA, each recording
+      ``traceback.format_stack()`` (about 8 ms a call). Samples are made on the CPU: seeding
+      the CPU generator (with Python's and NumPy's, as before) makes the same samples.
+    """
+    from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core
+
+    def extract_test_fn() -> object:
+        frame = sys._getframe(1)
+        while frame is not None:
+            candidate = frame.f_locals.get("self")
+            if isinstance(candidate, unittest.TestCase):
+                *_, class_name, test_name = candidate.id().rsplit(".", 2)
+                if class_name == type(candidate).__name__ and test_name.startswith("test"):
+                    return getattr(candidate, test_name).__func__
+            frame = frame.f_back
+        return None
+
+    def set_rng_seed(seed: int | None = None) -> None:
+        seed = common_utils.SEED if seed is None else seed
+        seed_host(seed)
+
+    common_utils.extract_test_fn = extract_test_fn
+    core.extract_test_fn = extract_test_fn
+    common_utils.set_rng_seed = set_rng_seed
+
+
+def seed_host(seed: int) -> None:
+    """Seed the CPU generator, Python's and NumPy's (what OpInfo samples made on the CPU draw
+    from): ``torch.manual_seed``'s effect on them, without its cost (see above)."""
+    torch.random.default_generator.manual_seed(seed)
+    random.seed(seed)
+    try:
+        import numpy
+    except ImportError:
+        return
+    numpy.random.seed(seed)
 
 
 def opinfo_name(op) -> str:  # noqa: ANN001 - an OpInfo
@@ -159,37 +209,56 @@ def exclusion(op, dtype: torch.dtype) -> str:  # noqa: ANN001
 def opinfo_cases(
     profile: str, known: set[str], declared: frozenset[torch.dtype] = frozenset()
 ) -> list[tuple[object, torch.dtype]]:
-    """The (OpInfo, dtype) pairs the profile compares, plus those ``known`` names by test id:
-    the core selection in float32 and bfloat16 (every Nth other operator too, by profile),
-    and in the other ``declared`` dtypes a stratified sample (quick) or every operator."""
+    """The (OpInfo, dtype) pairs the profile compares, plus those ``known`` names by test id.
+
+    quick: the core selection in float32 and bfloat16, a stratified sample of it in the other
+    ``declared`` dtypes; default and thorough: every OpInfo in float32, bfloat16 and every
+    ``declared`` dtype that the reference has a kernel for and no exclusion applies to."""
     ops, _ = op_database()
-    beyond_core, _ = PROFILE_DEPTH[profile]
+    everything = profile != "quick"
     cases = []
     for dtype, core in ((torch.float32, QUICK_OPS), (torch.bfloat16, QUICK_BFLOAT16_OPS)):
-        eligible = [op for op in ops if not exclusion(op, dtype)]
-        every_nth = beyond_core.get(dtype)
-        for index, op in enumerate(eligible):
-            selected = op.name in core or (every_nth is not None and index % every_nth == 0)
-            if selected or case_id(op, dtype) in known:
+        for op in ops:
+            if exclusion(op, dtype):
+                continue
+            if everything or op.name in core or case_id(op, dtype) in known:
                 cases.append((op, dtype))
-    others = [d for d in OTHER_DTYPES if d in declared]
     selected = {case_id(op, d) for op, d in cases}
-    for stratum, dtype in enumerate(others):
-        for index, op in enumerate(ops):
-            # quick rotates over the core selection's names (all variants of a name together)
-            if profile == "quick":
+    for stratum, dtype in enumerate(other_dtypes(declared)):
+        for op in ops:
+            if exclusion(op, dtype):
+                chosen = False
+            elif everything:
+                chosen = True
+            else:
+                # quick rotates over the core selection's names (all variants of a name together)
                 index = QUICK_OPS.index(op.name) if op.name in QUICK_OPS else -stratum - 1
-            chosen = (index + stratum) % STRATA[profile] == 0 and not exclusion(op, dtype)
+                chosen = (index + stratum) % QUICK_STRATA == 0
             if chosen or case_id(op, dtype) in known - selected:
                 cases.append((op, dtype))
     return cases
 
 
-# The dtypes beyond float32 and bfloat16 that OpInfo cases are drawn in, where declared.
+# The dtypes beyond float32 and bfloat16 that OpInfo cases are drawn in, where declared, in
+# this order (quick's rotation follows it); any other declared dtype comes after them.
 OTHER_DTYPES = (
     torch.float16, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
     torch.uint8, torch.bool, torch.complex64, torch.complex128,
 )  # fmt: skip
+
+
+def other_dtypes(declared: frozenset[torch.dtype]) -> list[torch.dtype]:
+    """The ``declared`` dtypes but float32 and bfloat16: OTHER_DTYPES' order, then the rest
+    (float8 formats, say) by name."""
+    listed = [d for d in OTHER_DTYPES if d in declared]
+    rest = declared - set(OTHER_DTYPES) - {torch.float32, torch.bfloat16}
+    return listed + sorted(rest, key=str)
+
+
+def sample_limit(profile: str, op, dtype: torch.dtype) -> int | None:  # noqa: ANN001
+    """How many of the OpInfo's samples the profile compares for (op, dtype)."""
+    core = {torch.float32: QUICK_OPS, torch.bfloat16: QUICK_BFLOAT16_OPS}.get(dtype, ())
+    return DEPTH_SAMPLES[profile] if op.name in core else OTHER_DTYPE_SAMPLES[profile]
 
 
 def gradient_cases(
@@ -371,13 +440,10 @@ def test_opinfo(backend, reference, device, request, opinfo_case):
     if run_known_failure_in_child(request):
         return
     op, dtype = opinfo_case
-    profile = request.config.getoption("conformance_profile")
-    _, limit = PROFILE_DEPTH[profile]
-    if dtype not in (torch.float32, torch.bfloat16):
-        limit = OTHER_DTYPE_SAMPLES[profile]
+    limit = sample_limit(request.config.getoption("conformance_profile"), op, dtype)
     if request.node.get_closest_marker("xfail") is not None:
         limit = None  # a known failure is checked on every sample, whatever the profile
-    torch.manual_seed(0)
+    seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
     samples = itertools.islice(op.sample_inputs("cpu", dtype), limit)
     count = 0
     for index, sample in enumerate(samples):
@@ -445,7 +511,7 @@ def test_opinfo_gradients(backend, reference, device, request, gradient_case):
     limit = GRADIENT_SAMPLES[request.config.getoption("conformance_profile")]
     if request.node.get_closest_marker("xfail") is not None:
         limit = None
-    torch.manual_seed(0)
+    seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
     samples = itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit)
     count = 0
     for index, sample in enumerate(samples):

@@ -117,6 +117,8 @@ def test_record_stream_keeps_memory_alive_while_another_stream_reads_it(streams_
     current = torch.accelerator.current_stream(device.index)
     side = torch.Stream(device=device)
     source = x * 3  # made on the current stream
+    start = source.untyped_storage().data_ptr()
+    block = range(start, start + source.untyped_storage().nbytes())
     side.wait_stream(current)
     with _on(side):
         _slow_chain(x, identity)  # keeps the side stream busy before it reads source
@@ -126,6 +128,14 @@ def test_record_stream_keeps_memory_alive_while_another_stream_reads_it(streams_
     # Same size, on the current stream: an allocator that ignored record_stream hands the freed
     # block out again, and this fill overwrites what the side stream has yet to read.
     clobber = torch.full((SIZE, SIZE), -7.0, device=device)
+    # Queried after the allocation: if the side stream is still busy now, it was busy when the
+    # block was handed out (after it finished, reusing the block is allowed).
+    side_busy = not side.query()
+    reused = clobber.untyped_storage().data_ptr()
+    assert not (side_busy and (reused in block or start in range(reused, reused + len(block)))), (
+        "a tensor made on the current stream aliases the memory of a tensor freed there after "
+        "record_stream(side), while the side stream still has work that reads it"
+    )
     current.wait_stream(side)
     torch.accelerator.synchronize(device.index)
     _assert_consumed(consumed, 3.0, "source.record_stream(side) before freeing it")
