@@ -8,14 +8,14 @@ The two ranks are launched once for the module (conformance/_distributed_worker.
 127.0.0.1 and a free port); each test reads its scenario's verdict from both ranks.
 
 The second half holds torch.distributed features that must work on any accelerator without the
-user naming it: DTensor random operators, the "fake" process group, a collective backend
-registered without a device list, PowerSGD's gradient compression hooks, the RNG-sync debugging
-check, torchrun's ``--nproc-per-node`` and ``--virtual-local-rank``, the runtime estimator's
-operator benchmark, pinned CPU state dicts for checkpoint staging. Each runs in one process (a
-one-rank group, or a "fake" group of several ranks) against the documented, device-generic
-behaviour; where stock torch still assumes CUDA, the backend's manifest lists the test as a known
-failure naming the torch code at fault and the patch of the series that fixes it (``fixed_by``),
-as in the integration area.
+user naming it: DTensor random operators (also under LocalTensorMode), the "fake" process group,
+a collective backend registered without a device list, PowerSGD's gradient compression hooks,
+the RNG-sync debugging check, torchrun's ``--nproc-per-node`` and ``--virtual-local-rank``, the
+runtime estimator's operator benchmark, pinned CPU state dicts for checkpoint staging. Each runs
+in one process (a one-rank group, or a "fake" group of several ranks) against the documented,
+device-generic behaviour; where stock torch still assumes CUDA, the backend's manifest lists the
+test as a known failure naming the torch code at fault and the patch of the series that fixes it
+(``fixed_by``), as in the integration area.
 """
 
 from __future__ import annotations
@@ -178,6 +178,25 @@ def test_dtensor_dropout_runs_on_the_device(dist, device):
     torch.manual_seed(0)
     assert_on_device(y, device, what="DTensor dropout")
     assert_matches_reference(y.cpu(), F.dropout(x, 0.5).cpu(), what="DTensor dropout")
+
+
+def test_dtensor_dropout_under_local_tensor_mode_runs_on_the_device(dist, device):
+    from torch.distributed._local_tensor import LocalTensorMode
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    # LocalTensorMode simulates 4 ranks in this process; it sets each rank's RNG states around
+    # every operator, also while DTensor's sharding propagation runs it under a FakeTensorMode.
+    dist.init_process_group(
+        f"cpu:fake,{device.type}:fake", rank=0, world_size=4, store=_fake_store()
+    )
+    with LocalTensorMode(4), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "may not have complete support"
+        mesh = init_device_mesh(device.type, (4,))
+        dtensor = distribute_tensor(torch.ones(8, 8, device=device), mesh, [Shard(0)])
+        y = F.dropout(dtensor, 0.5).full_tensor()
+    values = set(y.cpu().flatten().tolist())
+    assert values <= {0.0, 2.0}, f"dropout(ones, 0.5) under LocalTensorMode gave values {values}"
 
 
 def test_fake_process_group_serves_the_device(dist, device):
