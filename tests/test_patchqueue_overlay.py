@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from patchqueue_fixtures import make_installed, make_project, tree_hash
+from patchqueue_fixtures import format_series, git, make_installed, make_project, tree_hash
 
 from tools.patchqueue.cli import main
 
@@ -158,3 +158,59 @@ def test_tests_dir_option_receives_the_added_test_files(setup, tmp_path) -> None
     assert (tests_dir / "test_amp_default.py").is_file()
     assert run(series, "revert", str(torch_dir)) == 0
     assert not tests_dir.exists()
+
+
+def test_a_stack_whose_later_patch_holds_an_earlier_ones_lines_checks_as_applied(
+    tmp_path, capsys
+) -> None:
+    # The second patch edits the line after the first one's, so its context holds the first
+    # one's added line: on the applied tree the first one's reverse applies only once the second
+    # is taken off (found in the real series: 0028's context holds 0025's lines).
+    project = make_project(tmp_path)
+    repo = project.repo
+    git(repo, "checkout", "-q", "-b", "stack", project.base)
+    checkpoint = repo / "torch" / "utils" / "checkpoint.py"
+    lines = checkpoint.read_text().splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line == "import contextlib\n")
+    for index, subject in ((first, "[checkpoint] A"), (first + 1, "[checkpoint] B")):
+        lines[index] = lines[index].rstrip("\n") + f"  # {subject[-1]}\n"
+        checkpoint.write_text("".join(lines))
+        git(repo, "commit", "-q", "-am", subject)
+    series = format_series(
+        repo, project.base, tmp_path / "stack", f"# base: torch 2.13.0 {project.base}"
+    )
+    git(repo, "checkout", "-q", "main")
+    torch_dir = make_installed(tmp_path, project)
+    before = tree_hash(torch_dir.parent)
+    assert run(series, "apply", str(torch_dir)) == 0
+    capsys.readouterr()
+    assert run(series, "check", str(torch_dir)) == 0
+    assert capsys.readouterr().out.count(": already applied") == 2
+    assert run(series, "apply", str(torch_dir)) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert run(series, "revert", str(torch_dir)) == 0
+    assert tree_hash(torch_dir.parent) == before
+
+
+def test_a_hunk_appending_to_a_file_is_recognised_as_applied_not_applied_again(
+    tmp_path, capsys
+) -> None:
+    # A hunk without trailing context must match at the end of the file (as git apply): its
+    # leading context is still present after its own added lines, so without the anchor a tree
+    # that already has the change would take it a second time (0000 appends to torch/_utils.py).
+    project = make_project(tmp_path)
+    repo = project.repo
+    git(repo, "checkout", "-q", "-b", "append", project.base)
+    checkpoint = repo / "torch" / "utils" / "checkpoint.py"
+    checkpoint.write_text(checkpoint.read_text() + "\n\ndef _appended():\n    return 1\n")
+    git(repo, "commit", "-q", "-am", "[checkpoint] Append a helper")
+    series = format_series(
+        repo, project.base, tmp_path / "append", f"# base: torch 2.13.0 {project.base}"
+    )
+    torch_dir = make_installed(tmp_path, project)  # the checkout still has the change
+    before = tree_hash(torch_dir.parent)
+    assert run(series, "check", str(torch_dir)) == 0
+    assert ": already applied" in capsys.readouterr().out
+    assert run(series, "apply", str(torch_dir)) == 1  # not the queue's to apply: nothing changes
+    assert tree_hash(torch_dir.parent) == before
+    assert (torch_dir / "utils" / "checkpoint.py").read_text().count("def _appended") == 1

@@ -2,7 +2,8 @@
 
 A hunk applies where its header says, or at an exact offset when its old lines (context and
 removed lines, compared byte for byte) occur exactly once elsewhere after the previous hunk; the
-offset is reported. Nothing is ever applied at a guessed place: no fuzz, no whitespace leniency,
+offset is reported. As in ``git apply``, a hunk without leading context at line 1 must match at
+the start of the file and one without trailing context at its end. Nothing is ever applied at a guessed place: no fuzz, no whitespace leniency,
 and a hunk whose lines occur at several other places is a conflict.
 """
 
@@ -65,19 +66,31 @@ def _locate(lines: list[str], hunk: Hunk, expected: int, low: int) -> int | str:
     if size == 0:
         # A pure insertion carries no context to check: only its stated place is acceptable.
         return expected if low <= expected <= len(lines) else "insertion point past end of file"
-    if 0 <= expected and lines[expected : expected + size] == old:
+    # A hunk without leading context at line 1 must match at the start of the file, and one
+    # without trailing context (its last line changed) at its end, as in git apply: otherwise a
+    # hunk appending to a file would apply again after its own added lines, doubling them.
+    at_start = hunk.old_start <= 1 and (not hunk.new or hunk.old[0] != hunk.new[0])
+    at_end = not hunk.new or hunk.old[-1] != hunk.new[-1]
+
+    def anchored(i: int) -> bool:
+        return (not at_start or i == 0) and (not at_end or i + size == len(lines))
+
+    if 0 <= expected and lines[expected : expected + size] == old and anchored(expected):
         return expected
     first = old[0]
     matches = [
         i
         for i in range(low, len(lines) - size + 1)
-        if lines[i] == first and lines[i : i + size] == old
+        if lines[i] == first and lines[i : i + size] == old and anchored(i)
     ]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         places = ", ".join(str(m + 1) for m in matches[:5])
         return f"its lines occur at several places (lines {places}); refusing to guess"
+    if 0 <= expected and lines[expected : expected + size] == old:
+        where = "the start" if at_start and expected != 0 else "the end"
+        return f"its lines are found but not at {where} of the file, where the hunk must apply"
     # Say what differs at the stated place, which is what a person fixes.
     for k, want in enumerate(old):
         at = expected + k
@@ -181,7 +194,10 @@ def plan_series(series: Series, read: Reader, scope: Callable[[str], Scope]) -> 
     """Dry-run the whole series in order on a virtual copy of the target; changes nothing.
 
     A patch that applies changes the virtual copy for the patches after it; one that is already
-    applied (its reverse applies) or conflicts leaves it as it was.
+    applied or conflicts leaves it as it was. A patch is already applied when its reverse applies
+    to the target, or to the target with the later patches that are applied taken off first: a
+    stack where a later patch edits lines next to an earlier one's (its context holds them) is
+    recognised on a fully applied tree, as ``quilt`` pops a stack from the top.
     """
     original: dict[str, bytes | None] = {}
     files: dict[str, bytes | None] = {}
@@ -193,19 +209,26 @@ def plan_series(series: Series, read: Reader, scope: Callable[[str], Scope]) -> 
             files[path] = data
         return files[path]
 
-    outcomes: list[PatchOutcome] = []
-    for patch in series.patches:
-        outcome = PatchOutcome(patch, "applies")
-        relevant = []
+    def relevant(patch: Patch) -> tuple[list[FilePatch], list[str]]:
+        kept, skipped = [], []
         for fpatch in patch.files:
             where = scope(fpatch.path)
             if where == "skip" or (where == "tests" and fpatch.status != "added"):
-                outcome.skipped.append(f"{fpatch.path} (outside this target)")
+                skipped.append(f"{fpatch.path} (outside this target)")
             else:
-                relevant.append(fpatch)
+                kept.append(fpatch)
+        return kept, skipped
+
+    popped = _applied_from_the_top(
+        [[f for f in relevant(p)[0] if scope(f.path) == "target"] for p in series.patches], current
+    )
+    outcomes: list[PatchOutcome] = []
+    for index, patch in enumerate(series.patches):
+        outcome = PatchOutcome(patch, "applies")
+        relevant_files, outcome.skipped = relevant(patch)
         forward: dict[str, bytes | None] = {}
         failures: list[HunkFailure] = []
-        for fpatch in relevant:
+        for fpatch in relevant_files:
             try:
                 before = forward[fpatch.path] if fpatch.path in forward else current(fpatch.path)
                 forward[fpatch.path], offsets = apply_file(before, fpatch)
@@ -216,7 +239,9 @@ def plan_series(series: Series, read: Reader, scope: Callable[[str], Scope]) -> 
                 failures += exc.failures
         if not failures:
             files.update(forward)
-        elif _already_applied([f for f in relevant if scope(f.path) == "target"], current):
+        elif index in popped or _already_applied(
+            [f for f in relevant_files if scope(f.path) == "target"], current
+        ):
             outcome.state = "already applied"
             outcome.offsets = []
         else:
@@ -228,13 +253,42 @@ def plan_series(series: Series, read: Reader, scope: Callable[[str], Scope]) -> 
 
 
 def _already_applied(fpatches: list[FilePatch], current: Callable[[str], bytes | None]) -> bool:
+    return _reversed(fpatches, current) is not None
+
+
+def _reversed(
+    fpatches: list[FilePatch], current: Callable[[str], bytes | None]
+) -> dict[str, bytes | None] | None:
+    """The files after taking ``fpatches`` off, or None when their reverse does not apply."""
     if not fpatches:
-        return False
+        return None
     state: dict[str, bytes | None] = {}
     for fpatch in reversed(fpatches):
         try:
             before = state[fpatch.path] if fpatch.path in state else current(fpatch.path)
             state[fpatch.path], _ = apply_file(before, fpatch, reverse=True)
         except _NoApply:
-            return False
-    return True
+            return None
+    return state
+
+
+def _applied_from_the_top(
+    stack: list[list[FilePatch]], current: Callable[[str], bytes | None]
+) -> set[int]:
+    """Indices of the patches found applied when the stack is popped from its last patch down.
+
+    Each patch whose reverse applies is taken off (in memory) before the one below it is tried,
+    so a patch whose lines a later applied patch's context holds is still recognised.
+    """
+    popped_state: dict[str, bytes | None] = {}
+
+    def below(path: str) -> bytes | None:
+        return popped_state[path] if path in popped_state else current(path)
+
+    applied: set[int] = set()
+    for index in reversed(range(len(stack))):
+        taken_off = _reversed(stack[index], below)
+        if taken_off is not None:
+            popped_state.update(taken_off)
+            applied.add(index)
+    return applied
