@@ -80,9 +80,8 @@ DEPTH_SAMPLES = {"quick": 8, "default": 24, "thorough": None}
 OTHER_DTYPE_SAMPLES = {"quick": 4, "default": 2, "thorough": None}
 # Gradients (OpInfo's backward samples), for the floating dtypes: quick compares these in
 # float32 (elementwise, reductions, linear algebra, indexing and the nn functions whose
-# backwards are kernels of their own); default every other OpInfo in float32 and every fourth
-# in the other declared floating dtypes; thorough every OpInfo that supports autograd in every
-# declared floating dtype.
+# backwards are kernels of their own); default and thorough every OpInfo that supports autograd
+# in every declared floating dtype (default its first GRADIENT_SAMPLES, thorough all of them).
 QUICK_GRADIENT_OPS = (
     "div", "pow", "tanh", "sigmoid", "prod", "amax", "cumsum", "logsumexp", "var", "matmul",
     "gather", "sort", "log_softmax", "nn.functional.gelu", "nn.functional.layer_norm",
@@ -270,15 +269,13 @@ def gradient_cases(
     for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
         if dtype not in declared and dtype != torch.float32:
             continue
-        for index, op in enumerate(ops):
+        for op in ops:
             if not op.supports_autograd or exclusion(op, dtype):
                 continue
             if dtype not in op.supported_backward_dtypes("cpu"):
                 continue
             core = dtype == torch.float32 and op.name in QUICK_GRADIENT_OPS
-            # default: every other OpInfo in float32, every fourth in the other floating dtypes
-            sampled = profile == "default" and index % (2 if dtype == torch.float32 else 4) == 0
-            if core or sampled or profile == "thorough" or case_id(op, dtype) in known:
+            if core or profile != "quick" or case_id(op, dtype) in known:
                 cases.append((op, dtype))
     return cases
 

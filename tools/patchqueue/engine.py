@@ -3,8 +3,9 @@
 A hunk applies where its header says, or at an exact offset when its old lines (context and
 removed lines, compared byte for byte) occur exactly once elsewhere after the previous hunk; the
 offset is reported. As in ``git apply``, a hunk without leading context at line 1 must match at
-the start of the file and one without trailing context at its end. Nothing is ever applied at a guessed place: no fuzz, no whitespace leniency,
-and a hunk whose lines occur at several other places is a conflict.
+the start of the file and one without trailing context at its end. Nothing is ever applied at a
+guessed place: no fuzz, no whitespace leniency, and a hunk whose lines occur at several other
+places is a conflict.
 """
 
 from __future__ import annotations
@@ -88,9 +89,18 @@ def _locate(lines: list[str], hunk: Hunk, expected: int, low: int) -> int | str:
     if len(matches) > 1:
         places = ", ".join(str(m + 1) for m in matches[:5])
         return f"its lines occur at several places (lines {places}); refusing to guess"
-    if 0 <= expected and lines[expected : expected + size] == old:
-        where = "the start" if at_start and expected != 0 else "the end"
-        return f"its lines are found but not at {where} of the file, where the hunk must apply"
+    unanchored = [
+        i
+        for i in range(low, len(lines) - size + 1)
+        if lines[i] == first and lines[i : i + size] == old
+    ]
+    if unanchored:
+        where = "start" if at_start and unanchored[0] != 0 else "end"
+        context = "leading" if where == "start" else "trailing"
+        return (
+            f"its lines are at line {unanchored[0] + 1}, not at the {where} of the file, where a "
+            f"hunk without {context} context must apply (the file has other lines there now)"
+        )
     # Say what differs at the stated place, which is what a person fixes.
     for k, want in enumerate(old):
         at = expected + k
