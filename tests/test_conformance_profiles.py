@@ -1,5 +1,6 @@
 """What the profiles cover: the default profile compares every OpInfo in every dtype that a
-backend's manifest declares.
+backend's manifest declares, and the gradients of every OpInfo that supports autograd in every
+declared floating dtype.
 
 The expected cases are computed here from the manifest file (read with tomllib, not through the
 suite's manifest loader) and torch's OpInfo list, and compared with the test ids that pytest
@@ -12,6 +13,7 @@ PyTorch's own cross-device check skips) is the one policy shared with it, and
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import tomllib
@@ -45,8 +47,28 @@ def _expected_ids(backend: str) -> set[str]:
     return expected
 
 
-def _collected_ids(backend: str, profile: str) -> list[str]:
-    """The parameters of the test_opinfo cases that pytest collects for ``profile``."""
+def _expected_gradient_ids(backend: str) -> set[str]:
+    """Every (OpInfo with autograd, declared floating dtype) pair the CPU reference has a
+    backward kernel for and no exclusion applies to."""
+    ops, _ = op_database()
+    floating = [d for d in _declared(backend) if d.is_floating_point and d.itemsize >= 2]
+    expected = set()
+    for op in ops:
+        name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        for dtype in floating:
+            if (
+                op.supports_autograd
+                and dtype in op.supported_backward_dtypes("cpu")
+                and not exclusion(op, dtype)
+            ):
+                expected.add(f"{name}-{str(dtype).removeprefix('torch.')}")
+    return expected
+
+
+@functools.cache
+def _collection(backend: str, profile: str) -> str:
+    """What ``pytest --collect-only -q`` prints for the operator area under ``profile``
+    (collected once per backend and profile: it takes most of a minute)."""
     command = [
         sys.executable,
         "-m",
@@ -62,10 +84,15 @@ def _collected_ids(backend: str, profile: str) -> list[str]:
     ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    prefix = "::test_opinfo["
+    return completed.stdout
+
+
+def _collected_ids(backend: str, profile: str, test: str = "test_opinfo") -> list[str]:
+    """The parameters of the ``test`` cases that pytest collects for ``profile``."""
+    prefix = f"::{test}["
     return [
         line.split(prefix, 1)[1].removesuffix("]")
-        for line in completed.stdout.splitlines()
+        for line in _collection(backend, profile).splitlines()
         if prefix in line
     ]
 
@@ -102,4 +129,16 @@ def test_exclusions_leave_most_cases_in(backend):
     excluded = [(op, dtype) for op, dtype in runnable if exclusion(op, dtype)]
     assert len(excluded) < 0.15 * len(runnable), (
         f"{len(excluded)} of {len(runnable)} runnable OpInfo x dtype cases are excluded"
+    )
+
+
+@pytest.mark.parametrize("backend", ["neuron", "cpu"])
+def test_default_profile_compares_gradients_in_every_declared_floating_dtype(backend):
+    expected = _expected_gradient_ids(backend)
+    collected = _collected_ids(backend, "default", "test_opinfo_gradients")
+    assert len(collected) == len(set(collected)), "a case is collected twice"
+    missing = sorted(expected - set(collected))
+    assert not missing, (
+        f"the default profile on {backend} leaves out {len(missing)} of {len(expected)} "
+        f"OpInfo gradient x declared floating dtype cases, e.g. {missing[:10]}"
     )

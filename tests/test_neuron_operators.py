@@ -280,6 +280,23 @@ def test_conjugate_and_negative_views_materialize_like_cpu():
     assert torch.equal(negative.cpu(), -x)
 
 
+def test_zero_tensors_live_on_neuron_without_memory_as_on_cuda():
+    # Used to crash the process: the CPU kernel's ZeroTensor has a null data pointer, and the
+    # result was copied to device memory from it (found by the conformance suite's gradients of
+    # sgn, whose backward for real inputs is an _efficientzerotensor).
+    zeros = torch._efficientzerotensor((2, 3), device="neuron")
+    assert zeros.device.type == "neuron" and zeros._is_zerotensor()
+    assert torch.equal(zeros.cpu(), torch.zeros(2, 3))
+    assert torch.equal((torch.ones(2, 3, device="neuron") + zeros).cpu(), torch.ones(2, 3))
+    assert zeros.sum().item() == 0.0
+    x = torch.randn(5)
+    on_neuron = x.to("neuron").requires_grad_()
+    (grad,) = torch.autograd.grad(torch.sgn(on_neuron), on_neuron, torch.ones(5, device="neuron"))
+    assert grad.device.type == "neuron" and torch.equal(grad.cpu(), torch.zeros(5))
+    with pytest.raises(TypeError, match="float64"):
+        torch._efficientzerotensor((2,), dtype=torch.float64, device="neuron")
+
+
 def test_layer_norm_runs_the_cpu_kernel_not_a_decomposition():
     x = torch.randn(3, 1)
     weight, bias = torch.randn(1), torch.randn(1)

@@ -23,7 +23,9 @@
 #include "NeuronKinetoPlugin.h"
 #include "NeuronStream.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -198,6 +200,30 @@ c10::DataPtr adopt(c10::DataPtr data, size_t nbytes, c10::DeviceIndex device) {
     std::memcpy(fresh.get(), data.get(), nbytes);
   }
   return fresh;
+}
+
+// A ZeroTensor (what `_efficientzerotensor` makes, and the backward of
+// `sgn` for real inputs): a tensor of zeros that owns no memory, whose data
+// pointer is null. The CPU kernel's result has none to copy; its neuron
+// counterpart has none either, as CUDA's. The allocator lives as long as the
+// process (the storage keeps a raw pointer to it).
+at::Tensor device_zero_tensor(const at::Tensor& host, c10::DeviceIndex device) {
+  static std::mutex mutex;
+  static std::unordered_map<c10::DeviceIndex, std::unique_ptr<at::native::ZeroTensorAllocator>>
+      allocators;
+  at::native::ZeroTensorAllocator* allocator = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto& slot = allocators[device];
+    if (!slot) {
+      slot = std::make_unique<at::native::ZeroTensorAllocator>(c10::Device(kDeviceType, device));
+    }
+    allocator = slot.get();
+  }
+  const auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) |
+      c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(
+      host.sizes(), allocator, keys, host.scalar_type(), std::nullopt);
 }
 
 // What host execution reads from an operator's schema on every call,
@@ -564,6 +590,10 @@ class HostExecution {
     // as a plain tensor of a qint dtype, losing its quantizer.
     if (host.is_quantized()) {
       check_not_quantized(host.scalar_type());
+    }
+    if (host._is_zerotensor()) {
+      check_supported_dtype(host.scalar_type());
+      return device_zero_tensor(host, device_);
     }
     TORCH_CHECK_NOT_IMPLEMENTED(
         host.layout() == c10::kStrided && host.has_storage(), "The operator '",
