@@ -131,6 +131,12 @@ def load_series(directory: Path) -> Series:
     return Series(directory, base, patches)
 
 
+# Patches already parsed in this process, by path and content: a process that loads the series
+# many times (the kill tests run the CLI in-process after each of 600 kills) parses each patch
+# once; an edited patch has new content and is parsed again.
+_PARSED: dict[tuple[Path, str], Patch] = {}
+
+
 def parse_patch(path: Path) -> Patch:
     """Parse one ``git format-patch`` file; raises BadInput naming the patch and the file."""
     name = path.name
@@ -140,6 +146,14 @@ def parse_patch(path: Path) -> Patch:
         raise BadInput(f"{name}: listed in the series but {path} does not exist") from exc
     except OSError as exc:
         raise BadInput(f"{name}: cannot read {path}: {exc.strerror}") from exc
+    digest = hashlib.sha256(data).hexdigest()
+    key = (path, digest)
+    if key not in _PARSED:
+        _PARSED[key] = _parse_patch_bytes(name, path, data, digest)
+    return _PARSED[key]
+
+
+def _parse_patch_bytes(name: str, path: Path, data: bytes, digest: str) -> Patch:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -159,7 +173,6 @@ def parse_patch(path: Path) -> Patch:
         header = lines[start][len("diff --git ") :]
         _check_hunk_headers(name, lines, start, end)
         files.append(_parse_file_section(name, header, section))
-    digest = hashlib.sha256(data).hexdigest()
     return Patch(name, path, digest, subject, tuple(files))
 
 
