@@ -12,9 +12,12 @@
 //   - the fallback's generic logic (schema facts, walking the stack, alias
 //     bookkeeping for out= arguments). Here each kernel knows its signature
 //     at compile time;
-//   - one host view (a StorageImpl and a TensorImpl) per neuron input. Still
-//     made, but only once for an argument passed twice (`x * x`), and the
-//     storage is shared between inputs of one storage, as the fallback does.
+//   - one host view (a StorageImpl and a TensorImpl) allocated, filled and
+//     freed per neuron input. Here a thread keeps a few host views of past
+//     calls that nothing else holds any more (ViewPool) and refills one
+//     (data pointer, sizes, strides) instead; an argument passed twice
+//     (`x * x`) gets one view, as on the CPU, and inputs of one storage
+//     share one host storage, as in the fallback.
 //
 // Each kernel does what the fallback does for the same call, in the same
 // order: device checks (CUDA's rule: neuron tensors of one device, plus 0-dim
@@ -52,6 +55,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_cpu_dispatch.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/convolution_ops.h>
 #include <ATen/ops/div_cpu_dispatch.h>
 #include <ATen/ops/div_ops.h>
 #include <ATen/ops/fill_cpu_dispatch.h>
@@ -74,6 +78,7 @@
 #include <ATen/ops/threshold_backward_ops.h>
 #include <ATen/ops/zero_cpu_dispatch.h>
 #include <ATen/ops/zero_ops.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -84,6 +89,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace neuron {
 namespace {
@@ -91,9 +97,75 @@ namespace {
 // The most tensor arguments a direct kernel takes (nll_loss_backward: 5).
 constexpr size_t kMaxTensors = 6;
 
+void no_delete(void* /*unused*/) {}
+
+// Host views kept for reuse by this thread's direct kernels. A view returns
+// here after a call only when nothing else holds it or its storage (use
+// counts of 1: no kernel kept a reference, no Python object exists for it),
+// so refilling it cannot change a tensor anyone can see. Views are made and
+// reused outside inference mode only, so their dispatch keys are always
+// those of a fresh CPU tensor made outside it.
+class ViewPool {
+ public:
+  // A host view of `tensor` over its own host storage.
+  at::Tensor take(const at::Tensor& tensor) {
+    auto* device_storage = tensor.storage().unsafeGetStorageImpl();
+    if (c10::InferenceMode::is_enabled()) {
+      return host_view_over(tensor, host_storage_of(device_storage));
+    }
+    for (size_t i = free_.size(); i-- > 0;) {
+      if (free_[i].dtype() != tensor.dtype()) {
+        continue;
+      }
+      at::Tensor view = std::move(free_[i]);
+      free_[i] = std::move(free_.back());
+      free_.pop_back();
+      auto* impl = view.unsafeGetTensorImpl();
+      auto* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+      void* data = device_storage->mutable_data();
+      storage->set_data_ptr_noswap(
+          c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)));
+      storage->set_nbytes(device_storage->nbytes());
+      impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+      if (view.is_conj() != tensor.is_conj()) {
+        impl->_set_conj(tensor.is_conj());
+      }
+      if (view.is_neg() != tensor.is_neg()) {
+        impl->_set_neg(tensor.is_neg());
+      }
+      return view;
+    }
+    return host_view_over(tensor, host_storage_of(device_storage));
+  }
+
+  void give_back(at::Tensor&& view) {
+    if (free_.size() < kCapacity && view.use_count() == 1 && view.weak_use_count() == 1 &&
+        view.storage().use_count() == 1 && !c10::InferenceMode::is_enabled()) {
+      free_.push_back(std::move(view));
+    }
+  }
+
+ private:
+  static constexpr size_t kCapacity = 8;
+  std::vector<at::Tensor> free_;
+};
+
+thread_local ViewPool tls_view_pool;
+
 // One call's tensor arguments: the device they agree on, and their host views.
 class DirectCall {
  public:
+  DirectCall() = default;
+  DirectCall(const DirectCall&) = delete;
+  DirectCall& operator=(const DirectCall&) = delete;
+  ~DirectCall() {
+    for (size_t i = 0; i < count_; ++i) {
+      if (views_[i].pooled) {
+        tls_view_pool.give_back(std::move(views_[i].view));
+      }
+    }
+  }
+
   // A tensor argument; `written` for in-place (self) arguments.
   void note(const at::Tensor& tensor, bool written) {
     if (!tensor.defined()) {
@@ -178,6 +250,7 @@ class DirectCall {
   struct View {
     const at::Tensor* original = nullptr; // the caller's argument, alive for the call
     at::Tensor view;
+    bool pooled = false; // over its own host storage, from the pool
   };
 
   at::Tensor& view_of(const at::Tensor& tensor) {
@@ -192,13 +265,15 @@ class DirectCall {
         host_storage = views_[i].view.storage(); // inputs aliasing each other still do
       }
     }
-    if (!host_storage) {
-      host_storage = host_storage_of(storage);
-    }
     TORCH_INTERNAL_ASSERT(count_ < kMaxTensors);
     auto& entry = views_[count_++];
     entry.original = &tensor;
-    entry.view = host_view_over(tensor, std::move(host_storage));
+    if (host_storage) {
+      entry.view = host_view_over(tensor, std::move(host_storage));
+    } else {
+      entry.view = tls_view_pool.take(tensor);
+      entry.pooled = true;
+    }
     return entry.view;
   }
 
@@ -268,6 +343,21 @@ struct Direct<Op, cpu_fn, Ret(Args...)> {
   }
 };
 
+// convolution_overrideable's CPU function: aten::convolution's kernel for
+// the CPU (the device-generic one, which picks the CPU convolution), as the
+// fallback runs it. ATen routes convolutions on PrivateUse1 here.
+at::Tensor convolution_on_host(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, c10::IntArrayRef stride,
+                               c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                               bool transposed, c10::IntArrayRef output_padding,
+                               int64_t groups) {
+  return at::_ops::convolution::redispatch(
+      c10::DispatchKeySet(c10::DispatchKey::CPU), input, weight, bias,
+      c10::fromIntArrayRefSlow(stride), c10::fromIntArrayRefSlow(padding),
+      c10::fromIntArrayRefSlow(dilation), transposed, c10::fromIntArrayRefSlow(output_padding),
+      groups);
+}
+
 bool direct_kernels_enabled() {
   const char* value = std::getenv("NEURON_DIRECT_KERNELS");
   if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) {
@@ -288,11 +378,16 @@ uint64_t& thread_direct_kernel_calls() {
 }
 
 void register_direct_kernels() {
-  if (!direct_kernels_enabled()) {
-    return;
-  }
   static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                 __FILE__, __LINE__);
+  if (!direct_kernels_enabled()) {
+    library.impl("convolution_overrideable",
+                 torch::CppFunction::makeFromBoxedFunction<&convolution_overrideable_fallback>());
+    return;
+  }
+  // Named aten::convolution (messages, and the boxed fallback of asynchronous
+  // mode, which runs aten::convolution on the same arguments).
+  NEURON_DIRECT("convolution_overrideable", convolution, &convolution_on_host);
   using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
   using BinaryInplaceFn = at::Tensor& (*)(at::Tensor&, const at::Tensor&);
   NEURON_DIRECT("add.Tensor", add_Tensor, &at::cpu::add);

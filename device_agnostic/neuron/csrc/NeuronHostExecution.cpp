@@ -576,7 +576,7 @@ class HostExecution {
   static at::Tensor fresh_to_device(at::Tensor&& host, c10::DeviceIndex device,
                                     const char* name, const char* overload_name) {
     if (!host.defined() || !host.device().is_cpu()) {
-      return host;
+      return std::move(host);
     }
     // A sparse, quantized or mkldnn result cannot live on neuron: never hand
     // back a CPU tensor in its place. A quantized result would otherwise pass
@@ -611,7 +611,7 @@ class HostExecution {
       // TensorImpl for every result. Anything else is wrapped as before.
       impl->set_storage_keep_dtype(host.storage());
       impl->_change_backend_component_keys(c10::Device(kDeviceType, device));
-      return host;
+      return std::move(host);
     }
     return device_tensor(host, host.storage());
   }
@@ -902,15 +902,6 @@ void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*
       "quantized tensors on the CPU.");
 }
 
-// ATen routes convolutions on PrivateUse1 to the *_overrideable operators,
-// whose default kernels throw. Neuron runs the device-generic operators,
-// which pick the CPU convolution kernels, on device memory instead.
-void convolution_overrideable(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  static const auto convolution =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  HostExecution(convolution, stack).run();
-}
-
 void convolution_backward_overrideable(const c10::OperatorHandle& op,
                                        torch::jit::Stack* stack) {
   static const auto convolution_backward =
@@ -928,6 +919,18 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
 }
 
 } // namespace
+
+// ATen routes convolutions on PrivateUse1 to the *_overrideable operators,
+// whose default kernels throw. Neuron runs the device-generic operators,
+// which pick the CPU convolution kernels, on device memory instead. (The
+// direct kernel of convolution_overrideable, NeuronDirectKernels.cpp, does
+// the same unboxed; this is its boxed form.)
+void convolution_overrideable_fallback(const c10::OperatorHandle& /*op*/,
+                                       torch::jit::Stack* stack) {
+  static const auto convolution =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  host_execution_fallback(convolution, stack);
+}
 
 void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   ++thread_boxed_fallback_calls();
@@ -1012,8 +1015,6 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable",
-         torch::CppFunction::makeFromBoxedFunction<&convolution_overrideable>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }

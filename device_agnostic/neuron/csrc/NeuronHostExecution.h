@@ -38,6 +38,10 @@ uint64_t& thread_direct_kernel_calls();
 // the direct kernels (NeuronDirectKernels.cpp) for the calls they leave to it.
 void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// convolution_overrideable, boxed: aten::convolution by host execution
+// (registered by register_direct_kernels when the direct kernels are off).
+void convolution_overrideable_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
 // How many calls the boxed fallback has run on this thread (used by the
 // tests to tell which path an operator took).
 uint64_t& thread_boxed_fallback_calls();
