@@ -107,10 +107,11 @@ void no_delete(void* /*unused*/) {}
 // those of a fresh CPU tensor made outside it.
 class ViewPool {
  public:
-  // A host view of `tensor` over its own host storage.
-  at::Tensor take(const at::Tensor& tensor) {
+  // A host view of `tensor` over its own host storage. `reuse`: outside
+  // inference mode.
+  at::Tensor take(const at::Tensor& tensor, bool reuse) {
     auto* device_storage = tensor.storage().unsafeGetStorageImpl();
-    if (c10::InferenceMode::is_enabled()) {
+    if (!reuse) {
       return host_view_over(tensor, host_storage_of(device_storage));
     }
     for (size_t i = free_.size(); i-- > 0;) {
@@ -120,48 +121,76 @@ class ViewPool {
       at::Tensor view = std::move(free_[i]);
       free_[i] = std::move(free_.back());
       free_.pop_back();
-      auto* impl = view.unsafeGetTensorImpl();
-      auto* storage = impl->unsafe_storage().unsafeGetStorageImpl();
-      void* data = device_storage->mutable_data();
-      storage->set_data_ptr_noswap(
-          c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)));
-      storage->set_nbytes(device_storage->nbytes());
-      impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
-      if (view.is_conj() != tensor.is_conj()) {
-        impl->_set_conj(tensor.is_conj());
-      }
-      if (view.is_neg() != tensor.is_neg()) {
-        impl->_set_neg(tensor.is_neg());
-      }
+      refill(view, tensor, device_storage);
       return view;
     }
     return host_view_over(tensor, host_storage_of(device_storage));
   }
 
-  void give_back(at::Tensor&& view) {
-    if (free_.size() < kCapacity && view.use_count() == 1 && view.weak_use_count() == 1 &&
-        view.storage().use_count() == 1 && !c10::InferenceMode::is_enabled()) {
+  void give_back(at::Tensor&& view, bool reuse) {
+    if (reuse && free_.size() < kCapacity && view.use_count() == 1 &&
+        view.weak_use_count() == 1 && view.storage().use_count() == 1) {
       free_.push_back(std::move(view));
     }
   }
 
  private:
+  // Points `view` at `tensor`'s bytes with its geometry and bits. A loop
+  // calling the same operator on tensors of one shape (the common case)
+  // finds the sizes and strides already right, and skips recomputing the
+  // contiguity flags.
+  static void refill(at::Tensor& view, const at::Tensor& tensor,
+                     c10::StorageImpl* device_storage) {
+    auto* impl = view.unsafeGetTensorImpl();
+    auto* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+    void* data = device_storage->mutable_data();
+    if (storage->data() != data) {
+      storage->set_data_ptr_noswap(
+          c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)));
+    }
+    storage->set_nbytes(device_storage->nbytes());
+    if (view.sizes() == tensor.sizes() && view.strides() == tensor.strides()) {
+      if (view.storage_offset() != tensor.storage_offset()) {
+        impl->set_storage_offset(tensor.storage_offset());
+      }
+    } else {
+      impl->set_sizes_and_strides(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+    }
+    if (view.is_conj() != tensor.is_conj()) {
+      impl->_set_conj(tensor.is_conj());
+    }
+    if (view.is_neg() != tensor.is_neg()) {
+      impl->_set_neg(tensor.is_neg());
+    }
+  }
+
   static constexpr size_t kCapacity = 8;
   std::vector<at::Tensor> free_;
 };
 
-thread_local ViewPool tls_view_pool;
+// What a thread's direct kernels keep: one thread-local, looked up once per
+// call (each thread_local of a shared library costs a __tls_get_addr call).
+struct ThreadState {
+  uint64_t calls = 0;
+  ViewPool pool;
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
 
 // One call's tensor arguments: the device they agree on, and their host views.
 class DirectCall {
  public:
-  DirectCall() = default;
+  explicit DirectCall(ViewPool& pool)
+      : pool_(pool), reuse_views_(!c10::InferenceMode::is_enabled()) {}
   DirectCall(const DirectCall&) = delete;
   DirectCall& operator=(const DirectCall&) = delete;
   ~DirectCall() {
     for (size_t i = 0; i < count_; ++i) {
       if (views_[i].pooled) {
-        tls_view_pool.give_back(std::move(views_[i].view));
+        pool_.give_back(std::move(views_[i].view), reuse_views_);
       }
     }
   }
@@ -271,19 +300,19 @@ class DirectCall {
     if (host_storage) {
       entry.view = host_view_over(tensor, std::move(host_storage));
     } else {
-      entry.view = tls_view_pool.take(tensor);
+      entry.view = pool_.take(tensor, reuse_views_);
       entry.pooled = true;
     }
     return entry.view;
   }
 
+  ViewPool& pool_;
+  const bool reuse_views_; // outside inference mode, views made there have its keys
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Device> mismatch_;
   std::array<View, kMaxTensors> views_;
   size_t count_ = 0;
 };
-
-thread_local uint64_t tls_direct_calls = 0;
 
 template <class T>
 constexpr bool is_written_v = std::is_same_v<T, at::Tensor&>;
@@ -300,9 +329,10 @@ struct Direct<Op, cpu_fn, Ret(Args...)> {
     if (async_enabled()) {
       return boxed(args...);
     }
-    ++tls_direct_calls;
+    auto& state = thread_state();
+    ++state.calls;
     note_device_work();
-    DirectCall call;
+    DirectCall call(state.pool);
     (call.note(args, is_written_v<Args>), ...);
     call.check(Op::name, Op::overload_name);
     if constexpr (std::is_same_v<Ret, at::Tensor>) {
@@ -374,7 +404,7 @@ bool direct_kernels_enabled() {
 } // namespace
 
 uint64_t& thread_direct_kernel_calls() {
-  return tls_direct_calls;
+  return thread_state().calls;
 }
 
 void register_direct_kernels() {
