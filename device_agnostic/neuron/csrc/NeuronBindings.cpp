@@ -46,6 +46,7 @@ int64_t allocate_from_native_threads(int device, int64_t nbytes, int threads, in
 PYBIND11_MODULE(_C, m) {
   using namespace neuron;
   m.doc() = "The neuron runtime (an AWS NeuronCore emulated on host memory).";
+  register_direct_kernels();
   register_host_execution_for_structured_ops();
   m.def("_device_count", [] { return static_cast<int>(device_count()); },
         "Number of visible NeuronCores (NEURON_RT_VISIBLE_CORES); raises on a malformed value.");
@@ -67,6 +68,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_allocate_from_native_threads", &allocate_from_native_threads);
   m.def("_host_execution_cached_operators", &host_execution_cached_operators,
         "How many operators' schema facts host execution holds (used by the tests).");
+  m.def("_direct_kernel_calls", [] { return thread_direct_kernel_calls(); },
+        "How many calls the direct kernels ran on this thread (used by the tests).");
+  m.def("_boxed_fallback_calls", [] { return thread_boxed_fallback_calls(); },
+        "How many calls the boxed fallback ran on this thread (used by the tests).");
   m.def("_async_enabled", &async_enabled,
         "Whether work runs asynchronously on per-stream workers (NEURON_LAUNCH_BLOCKING=0).");
   m.def("_drain_current_stream", [](int device) {

@@ -581,9 +581,28 @@ class HostExecution {
     }
   }
 
-  at::Tensor to_device(const at::Tensor& host) {
+  at::Tensor to_device(at::Tensor host) {
     if (!host.defined() || !host.device().is_cpu()) {
       return host;
+    }
+    if (host.layout() == c10::kStrided && host.has_storage()) {
+      if (auto device_storage = views_.device_storage_of(host.storage().unsafeGetStorageImpl())) {
+        // A view of an input (or the input itself): same neuron storage.
+        return device_tensor(host, std::move(*device_storage));
+      }
+    }
+    return fresh_to_device(std::move(host), device_, schema_.name().c_str(),
+                           schema_.overload_name().c_str());
+  }
+
+ public:
+  // A result that aliases no input: its storage (device memory the kernel
+  // got from the CPU allocator, or other host memory, which is copied)
+  // becomes neuron storage of `device`.
+  static at::Tensor fresh_to_device(at::Tensor&& host, c10::DeviceIndex device,
+                                    const char* name, const char* overload_name) {
+    if (!host.defined() || !host.device().is_cpu()) {
+      return std::move(host);
     }
     // A sparse, quantized or mkldnn result cannot live on neuron: never hand
     // back a CPU tensor in its place. A quantized result would otherwise pass
@@ -596,21 +615,17 @@ class HostExecution {
       return device_zero_tensor(host, device_);
     }
     TORCH_CHECK_NOT_IMPLEMENTED(
-        host.layout() == c10::kStrided && host.has_storage(), "The operator '",
-        schema_.operator_name(), "' returned a ", host.layout(),
+        host.layout() == c10::kStrided && host.has_storage(), "The operator '", name,
+        *overload_name != '\0' ? "." : "", overload_name, "' returned a ", host.layout(),
         " tensor; neuron supports only strided (dense) tensors. Move the input to the CPU "
         "for this operation.");
     auto* host_storage = host.storage().unsafeGetStorageImpl();
-    if (auto device_storage = views_.device_storage_of(host_storage)) {
-      // A view of an input (or the input itself): same neuron storage.
-      return device_tensor(host, std::move(*device_storage));
-    }
     check_supported_dtype(host.scalar_type());
     if (host_storage->data_ptr().device().type() != kDeviceType) {
       const size_t nbytes = host_storage->nbytes();
       c10::DataPtr data = host_storage->set_data_ptr(
           c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
-      host_storage->set_data_ptr_noswap(adopt(std::move(data), nbytes, device_));
+      host_storage->set_data_ptr_noswap(adopt(std::move(data), nbytes, device));
       host_storage->set_allocator(device_allocator());
     }
     // The storage now is neuron storage (results may share it, so it is
@@ -619,18 +634,19 @@ class HostExecution {
     if (host.use_count() == 1 && host.weak_use_count() == 1 &&
         typeid(*impl) == typeid(c10::TensorImpl) && impl->allow_tensor_metadata_change() &&
         impl->key_set() == fresh_cpu_keys()) {
-      // Nothing but this stack slot holds the kernel's fresh result, a plain
+      // Nothing but this reference holds the kernel's fresh result, a plain
       // dense CPU tensor (no conj/neg/zero-tensor bits, not an inference
       // tensor): make its TensorImpl a neuron tensor in place (device from
       // the storage, backend keys) instead of allocating and filling a second
       // TensorImpl for every result. Anything else is wrapped as before.
       impl->set_storage_keep_dtype(host.storage());
-      impl->_change_backend_component_keys(c10::Device(kDeviceType, device_));
-      return host;
+      impl->_change_backend_component_keys(c10::Device(kDeviceType, device));
+      return std::move(host);
     }
     return device_tensor(host, host.storage());
   }
 
+ private:
   void to_device_results() {
     const auto& returns = facts_.returns;
     for (size_t j = 0; j < returns.size(); ++j) {
@@ -639,7 +655,7 @@ class HostExecution {
         // An in-place or out= result is the argument itself.
         value = original_of(value.toTensor());
       } else if (value.isTensor()) {
-        value = to_device(value.toTensor());
+        value = to_device(std::move(value).toTensor()); // moved: a fresh result is retagged
       } else if (value.isTensorList()) {
         auto tensors = value.toTensorList();
         c10::List<at::Tensor> results;
@@ -904,9 +920,6 @@ class HostExecution {
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> mutated_;
 };
 
-void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  HostExecution(op, stack).run();
-}
 
 // Factories of quantized neuron tensors (torch.empty(..., dtype=torch.qint8,
 // device="neuron"), torch._empty_affine_quantized, ...) dispatch to
@@ -917,15 +930,6 @@ void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*
       "' would create or use a quantized neuron tensor, but the neuron backend has no quantized "
       "kernels. Dequantize it first (tensor.dequantize()) and move the float tensor, or keep "
       "quantized tensors on the CPU.");
-}
-
-// ATen routes convolutions on PrivateUse1 to the *_overrideable operators,
-// whose default kernels throw. Neuron runs the device-generic operators,
-// which pick the CPU convolution kernels, on device memory instead.
-void convolution_overrideable(const c10::OperatorHandle& /*op*/, torch::jit::Stack* stack) {
-  static const auto convolution =
-      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
-  HostExecution(convolution, stack).run();
 }
 
 void convolution_backward_overrideable(const c10::OperatorHandle& op,
@@ -945,6 +949,45 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
 }
 
 } // namespace
+
+// ATen routes convolutions on PrivateUse1 to the *_overrideable operators,
+// whose default kernels throw. Neuron runs the device-generic operators,
+// which pick the CPU convolution kernels, on device memory instead. (The
+// direct kernel of convolution_overrideable, NeuronDirectKernels.cpp, does
+// the same unboxed; this is its boxed form.)
+void convolution_overrideable_fallback(const c10::OperatorHandle& /*op*/,
+                                       torch::jit::Stack* stack) {
+  static const auto convolution =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  host_execution_fallback(convolution, stack);
+}
+
+void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  ++thread_boxed_fallback_calls();
+  HostExecution(op, stack).run();
+}
+
+uint64_t& thread_boxed_fallback_calls() {
+  thread_local uint64_t calls = 0;
+  return calls;
+}
+
+c10::Storage host_storage_of(c10::StorageImpl* device_storage) {
+  return HostViews::wrap(device_storage);
+}
+
+at::Tensor host_view_over(const at::Tensor& tensor, c10::Storage host_storage) {
+  return HostViews::make_view(tensor, std::move(host_storage));
+}
+
+at::Tensor device_tensor_over(const at::Tensor& host, c10::Storage device_storage) {
+  return device_tensor(host, std::move(device_storage));
+}
+
+at::Tensor fresh_result_to_device(at::Tensor&& host, c10::DeviceIndex device, const char* name,
+                                  const char* overload_name) {
+  return HostExecution::fresh_to_device(std::move(host), device, name, overload_name);
+}
 
 void register_host_execution_for_structured_ops() {
   // Structured operators have one CPU kernel for the functional form, and for
@@ -1002,8 +1045,6 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable",
-         torch::CppFunction::makeFromBoxedFunction<&convolution_overrideable>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }

@@ -5,6 +5,10 @@
 #include "NeuronRuntime.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <cstdint>
 
 namespace neuron {
 
@@ -19,5 +23,41 @@ void register_host_execution_for_structured_ops();
 // How many operators host execution holds cached schema facts for: each
 // operator run once, less those deregistered since (used by the tests).
 size_t host_execution_cached_operators();
+
+// Registers the direct kernels (NeuronDirectKernels.cpp) unless
+// NEURON_DIRECT_KERNELS=0. Called once, when the Python module loads, before
+// register_host_execution_for_structured_ops (which skips operators that
+// already have a neuron kernel).
+void register_direct_kernels();
+
+// How many calls the direct kernels have run themselves on this thread (not
+// those handed to the fallback in asynchronous mode; used by the tests).
+uint64_t& thread_direct_kernel_calls();
+
+// The boxed fallback itself: every operator without a neuron kernel, and
+// the direct kernels (NeuronDirectKernels.cpp) for the calls they leave to it.
+void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// convolution_overrideable, boxed: aten::convolution by host execution
+// (registered by register_direct_kernels when the direct kernels are off).
+void convolution_overrideable_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// How many calls the boxed fallback has run on this thread (used by the
+// tests to tell which path an operator took).
+uint64_t& thread_boxed_fallback_calls();
+
+// The pieces of host execution the direct kernels share (NeuronDirectKernels.cpp).
+// A CPU storage over a neuron storage's bytes, resizable through the
+// host-execution allocator; and a CPU tensor with `tensor`'s geometry over it.
+c10::Storage host_storage_of(c10::StorageImpl* device_storage);
+at::Tensor host_view_over(const at::Tensor& tensor, c10::Storage host_storage);
+// A neuron tensor with `host`'s geometry over `device_storage` (a result
+// aliasing an input).
+at::Tensor device_tensor_over(const at::Tensor& host, c10::Storage device_storage);
+// A kernel's fresh result (aliasing no input), made a neuron tensor of
+// `device` without a copy when it lies in device memory; retagged in place
+// when `host` is its only reference. Raises for results neuron cannot hold.
+at::Tensor fresh_result_to_device(at::Tensor&& host, c10::DeviceIndex device, const char* name,
+                                  const char* overload_name);
 
 } // namespace neuron

@@ -3,7 +3,8 @@
 // devices, reading a scalar, stream recording, dropout (whose CPU kernel
 // would draw from the CPU generator) and the shallow-copy compatibility that
 // lets `module.to("neuron")` keep its Parameters. Everything else runs
-// through host execution (NeuronHostExecution.cpp).
+// through host execution (NeuronHostExecution.cpp; the hot operators through
+// its unboxed form, NeuronDirectKernels.cpp).
 #include "NeuronGenerator.h"
 #include "NeuronHostExecution.h"
 #include "NeuronKinetoPlugin.h"

@@ -5,7 +5,8 @@
 // device (NeuronRuntime.cpp), the device memory allocator
 // (NeuronDeviceAllocator.cpp), pinned host memory (NeuronHostAllocator.cpp),
 // streams and events (NeuronStream.cpp), generators (NeuronGenerator.cpp),
-// host execution of ATen kernels (NeuronHostExecution.cpp) and the profiler's
+// host execution of ATen kernels (NeuronHostExecution.cpp, and unboxed for
+// the hot operators in NeuronDirectKernels.cpp) and the profiler's
 // device timing, from those events (NeuronProfiler.cpp). The
 // torch.distributed backend, gloo over aliases of device memory, is in
 // NeuronProcessGroup.cpp (its own header: it needs c10d's). The opt-in
