@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from patchqueue_fixtures import git_state, make_installed, make_project, tree_hash
-from patchqueue_forked import run_forked
+from patchqueue_forked import ForkServer
 
 from tools.patchqueue.cli import main
 from tools.patchqueue.fsops import FSYNC, TMP_SUFFIX
@@ -389,8 +389,16 @@ def real_copy(tmp_path_factory):
 SERIES = ROOT / "patches"
 
 
+@pytest.fixture(scope="module")
+def forks():
+    """Runs of the tool forked from a server that has it imported and the series parsed."""
+    server = ForkServer(SERIES)
+    yield server
+    server.close()
+
+
 @pytest.mark.parametrize("command", ["apply", "revert"])
-def test_kill_at_every_write_point_of_the_real_series(real_copy, tmp_path, command) -> None:
+def test_kill_at_every_write_point_of_the_real_series(real_copy, forks, tmp_path, command) -> None:
     site, stock, applied, touched, stock_full = real_copy
     torch_dir = str(site / "torch")
 
@@ -406,7 +414,7 @@ def test_kill_at_every_write_point_of_the_real_series(real_copy, tmp_path, comma
     for number, follow_up in zip(range(1, len(points) + 1), cycle(NEXT_COMMANDS)):
         if command == "revert" and state() != applied:
             assert run_here(SERIES, "apply", torch_dir)[0] == 0
-        killed = run_forked(
+        killed = forks.run(
             ["--series", str(SERIES), command, torch_dir],
             {"DA_PATCHES_FAULT_AT": str(number), **NO_FSYNC},
         )

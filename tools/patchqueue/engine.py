@@ -229,9 +229,25 @@ def plan_series(series: Series, read: Reader, scope: Callable[[str], Scope]) -> 
                 kept.append(fpatch)
         return kept, skipped
 
-    popped = _applied_from_the_top(
-        [[f for f in relevant(p)[0] if scope(f.path) == "target"] for p in series.patches], current
-    )
+    def as_found(path: str) -> bytes | None:
+        """The target's own bytes, whatever the dry run has applied to its copy since."""
+        if path in original:
+            return original[path]
+        return current(path)  # read now: unchanged so far
+
+    popped: set[int] | None = None
+
+    def popped_from_the_top() -> set[int]:
+        # Only when a patch is neither applicable nor directly reversible (a stack on an applied
+        # tree), so a plain apply never pays for a second pass over the series.
+        nonlocal popped
+        if popped is None:
+            stack = [
+                [f for f in relevant(p)[0] if scope(f.path) == "target"] for p in series.patches
+            ]
+            popped = _applied_from_the_top(stack, as_found)
+        return popped
+
     outcomes: list[PatchOutcome] = []
     for index, patch in enumerate(series.patches):
         outcome = PatchOutcome(patch, "applies")
@@ -249,8 +265,9 @@ def plan_series(series: Series, read: Reader, scope: Callable[[str], Scope]) -> 
                 failures += exc.failures
         if not failures:
             files.update(forward)
-        elif index in popped or _already_applied(
-            [f for f in relevant_files if scope(f.path) == "target"], current
+        elif (
+            _already_applied([f for f in relevant_files if scope(f.path) == "target"], current)
+            or index in popped_from_the_top()
         ):
             outcome.state = "already applied"
             outcome.offsets = []

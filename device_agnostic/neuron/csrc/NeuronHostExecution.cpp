@@ -612,7 +612,7 @@ class HostExecution {
     }
     if (host._is_zerotensor()) {
       check_supported_dtype(host.scalar_type());
-      return device_zero_tensor(host, device_);
+      return device_zero_tensor(host, device);
     }
     TORCH_CHECK_NOT_IMPLEMENTED(
         host.layout() == c10::kStrided && host.has_storage(), "The operator '", name,
