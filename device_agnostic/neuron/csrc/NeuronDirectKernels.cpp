@@ -195,22 +195,12 @@ class DirectCall {
     }
   }
 
-  // A tensor argument; `written` for in-place (self) arguments.
+  // A tensor argument; `written` for in-place (self) arguments. CUDA's rule:
+  // CPU scalars as inputs only (a result written into a CPU tensor would
+  // leave it holding device memory).
   void note(const at::Tensor& tensor, bool written) {
-    if (!tensor.defined()) {
-      return;
-    }
-    const auto device = tensor.device();
-    if (device.type() == kDeviceType) {
-      if (device_ < 0) {
-        device_ = device.index();
-      } else if (device.index() != device_) {
-        mismatch_ = device;
-      }
-    } else if (!(device.is_cpu() && !written && tensor.dim() == 0)) {
-      // CUDA's rule: CPU scalars as inputs only. A result written into a CPU
-      // tensor would leave it holding device memory.
-      mismatch_ = device;
+    if (tensor.defined()) {
+      agreement_.note(tensor.device(), !written && tensor.dim() == 0);
     }
   }
   void note(const std::optional<at::Tensor>& tensor, bool /*written*/) {
@@ -221,17 +211,10 @@ class DirectCall {
   template <class T>
   void note(const T& /*value*/, bool /*written*/) {}
 
-  // The same check and message as the fallback's.
+  // The same check and message as the fallback's (DeviceAgreement).
   void check(const char* name, const char* overload_name) {
-    if (device_ < 0) {
-      device_ = current_device();
-    }
-    if (mismatch_.has_value()) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                  "devices, ", c10::Device(kDeviceType, device_), " and ", *mismatch_,
-                  "! (when checking arguments for ", name, *overload_name != '\0' ? "." : "",
-                  overload_name, ")");
-    }
+    device_ = agreement_.settle(agreement_.found() ? -1 : current_device(), name,
+                                *overload_name != '\0' ? "." : "", overload_name);
   }
 
   c10::DeviceIndex device() const {
@@ -308,8 +291,8 @@ class DirectCall {
 
   ViewPool& pool_;
   const bool reuse_views_; // outside inference mode, views made there have its keys
+  DeviceAgreement agreement_;
   c10::DeviceIndex device_ = -1;
-  std::optional<c10::Device> mismatch_;
   std::array<View, kMaxTensors> views_;
   size_t count_ = 0;
 };

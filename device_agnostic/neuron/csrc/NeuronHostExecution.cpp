@@ -449,19 +449,9 @@ class HostExecution {
     return facts.cpu_index;
   }
 
-  void note_tensor(size_t argument, const at::Tensor& tensor) {
-    if (!tensor.defined()) {
-      return;
-    }
-    const auto device = tensor.device();
-    if (device.type() == kDeviceType) {
-      if (device_ < 0) {
-        device_ = device.index();
-      } else if (device.index() != device_) {
-        mismatch_ = device;
-      }
-    } else if (!(device.is_cpu() && allows_cpu_tensor(argument, tensor))) {
-      mismatch_ = device;
+  void note_tensor(DeviceAgreement& agreement, size_t argument, const at::Tensor& tensor) {
+    if (tensor.defined()) {
+      agreement.note(tensor.device(), allows_cpu_tensor(argument, tensor));
     }
   }
 
@@ -487,23 +477,22 @@ class HostExecution {
   }
 
   void find_device() {
-    for_each_tensor_argument(
-        [this](size_t i, const at::Tensor& tensor) { note_tensor(i, tensor); });
+    DeviceAgreement agreement;
+    for_each_tensor_argument([this, &agreement](size_t i, const at::Tensor& tensor) {
+      note_tensor(agreement, i, tensor);
+    });
+    c10::DeviceIndex otherwise = -1;
     const auto& arguments = schema_.arguments();
-    for (size_t i = 0; i < arguments.size() && device_ < 0; ++i) {
+    for (size_t i = 0; i < arguments.size() && !agreement.found() && otherwise < 0; ++i) {
       const auto& value = stack_[first_ + i];
       if (value.isDevice() && value.toDevice().type() == kDeviceType) {
-        device_ = resolve_device_index(value.toDevice().index());
+        otherwise = resolve_device_index(value.toDevice().index());
       }
     }
-    if (device_ < 0) {
-      device_ = current_device();
+    if (!agreement.found() && otherwise < 0) {
+      otherwise = current_device();
     }
-    if (mismatch_.has_value()) {
-      TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two "
-                  "devices, ", c10::Device(kDeviceType, device_), " and ", *mismatch_,
-                  "! (when checking arguments for ", schema_.operator_name(), ")");
-    }
+    device_ = agreement.settle(otherwise, schema_.operator_name());
   }
 
   at::Tensor to_host(const at::Tensor& tensor, bool mutated) {
@@ -915,7 +904,6 @@ class HostExecution {
   torch::jit::Stack& stack_;
   const size_t first_;
   c10::DeviceIndex device_ = -1;
-  std::optional<c10::Device> mismatch_;
   HostViews views_;
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> mutated_;
 };

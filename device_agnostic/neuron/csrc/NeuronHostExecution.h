@@ -8,9 +8,54 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include <c10/util/Exception.h>
+
 #include <cstdint>
+#include <optional>
 
 namespace neuron {
+
+// Which neuron device one call's tensor arguments are on, and whether one is
+// on another device. CUDA's rule and message: every tensor on one device,
+// except the CPU tensors an argument may take (0-dim inputs, index tensors).
+// Shared by the fallback and the direct kernels, so both raise alike.
+class DeviceAgreement {
+ public:
+  // `cpu_allowed`: a CPU tensor may be this argument.
+  void note(c10::Device device, bool cpu_allowed) {
+    if (device.type() == kDeviceType) {
+      if (index_ < 0) {
+        index_ = device.index();
+      } else if (device.index() != index_) {
+        mismatch_ = device;
+      }
+    } else if (!(device.is_cpu() && cpu_allowed)) {
+      mismatch_ = device;
+    }
+  }
+
+  // Whether a neuron tensor argument named the device.
+  bool found() const {
+    return index_ >= 0;
+  }
+
+  // The device the call runs on (the arguments', else `otherwise`); raises
+  // "Expected all tensors to be on the same device" naming the operator
+  // (`op`, streamed into the message) if two devices met.
+  template <class... Op>
+  c10::DeviceIndex settle(c10::DeviceIndex otherwise, const Op&... op) const {
+    const c10::DeviceIndex index = index_ >= 0 ? index_ : otherwise;
+    TORCH_CHECK(!mismatch_.has_value(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                c10::Device(kDeviceType, index), " and ", *mismatch_,
+                "! (when checking arguments for ", op..., ")");
+    return index;
+  }
+
+ private:
+  c10::DeviceIndex index_ = -1;
+  std::optional<c10::Device> mismatch_;
+};
 
 // A CPU tensor over the same bytes as the neuron tensor `tensor`: same
 // sizes, strides, offset, dtype, conj and neg bits. No copy.
