@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import py_compile
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,8 @@ from tools.patchqueue.cli import DEFAULT_SERIES, main
 from tools.patchqueue.errors import BadInput
 from tools.patchqueue.series import Base, FilePatch, Hunk, Patch, Series, load_series
 from tools.patchqueue.targets import InstalledTorch
-from tools.patchqueue.verify import (
-    build_shadow,
-    ensure_patched_shadow,
-    run_test_file,
-    verify_series,
-)
+from tools.patchqueue.testrun import WarmRunners, run_test_file
+from tools.patchqueue.verify import build_shadow, ensure_patched_shadow, verify_series
 
 
 def touched_hashes(series_dir: Path) -> dict[str, str | None]:
@@ -131,14 +130,21 @@ def test_the_shadow_copies_python_files_and_links_everything_else(tmp_path: Path
     real = tmp_path / "site" / "torch"
     (real / "amp").mkdir(parents=True)
     (real / "lib").mkdir()
-    (real / "__pycache__").mkdir()
     (real / "__init__.py").write_text("X = 1\n")
+    (real / "amp" / "__init__.py").write_text("")
     (real / "amp" / "grad_scaler.py").write_text("Y = 2\n")
     (real / "amp" / "data.json").write_text("{}")
     (real / "_C.so").write_bytes(b"\x7fELF")
     (real / "lib" / "libtorch.so").write_bytes(b"\x7fELF")
-    (real / "__pycache__" / "x.pyc").write_bytes(b"")
-    shadow = build_shadow(real, tmp_path / "shadow")
+    # Bytecode as pip compiles it (checked against the source), and one that is never checked.
+    for path in real.rglob("*.py"):
+        py_compile.compile(str(path), doraise=True)
+    unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(real / "__init__.py"), doraise=True, invalidation_mode=unchecked)
+    (real / "amp" / "autocast.py").write_text("Z = 1\n")
+    py_compile.compile(str(real / "amp" / "autocast.py"), doraise=True)
+    rewritten = ["torch/amp/autocast.py"]  # what a series writes
+    shadow = build_shadow(real, tmp_path / "shadow", rewritten=rewritten)
     assert shadow == tmp_path / "shadow" / "torch"
     for rel in ("__init__.py", "amp/grad_scaler.py"):
         assert (
@@ -148,7 +154,39 @@ def test_the_shadow_copies_python_files_and_links_everything_else(tmp_path: Path
     assert not (shadow / "amp").is_symlink()
     for rel in ("lib", "_C.so", "amp/data.json"):
         assert (shadow / rel).is_symlink() and (shadow / rel).resolve() == (real / rel).resolve()
-    assert not (shadow / "__pycache__").exists()
+    tag = sys.implementation.cache_tag
+    assert (shadow / "amp" / "__pycache__" / f"grad_scaler.{tag}.pyc").is_file()
+    assert not (shadow / "__pycache__").exists()  # unchecked: a patched source would not count
+    # The file the series rewrites has no bytecode: a rewrite in the same second, to the same
+    # size, is imported from its source (a copied .pyc would pass Python's mtime+size check).
+    assert not list((shadow / "amp" / "__pycache__").glob("autocast.*"))
+    (shadow / "amp" / "autocast.py").write_text("Z = 2\n")
+    code = "import torch.amp.autocast as a; print(a.Z)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(shadow.parent), "PYTHONDONTWRITEBYTECODE": "1"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "2"
+
+
+@pytest.fixture(scope="module")
+def warm_runners(tmp_path_factory):
+    runners = WarmRunners(tmp_path_factory.mktemp("warm"))
+    yield runners
+    runners.close()
+
+
+@pytest.fixture(params=["fresh", "warm"])
+def run_file(request, warm_runners: WarmRunners):
+    """A test file run as `python FILE`, or in a fork of a warm interpreter (verify's default)."""
+    if request.param == "fresh":
+        return run_test_file
+    assert not warm_runners.cold, warm_runners.cold
+    return warm_runners.run
 
 
 @pytest.mark.parametrize(
@@ -159,24 +197,93 @@ def test_the_shadow_copies_python_files_and_links_everything_else(tmp_path: Path
         ("raise ValueError('x')", "failed"),
     ],
 )
-def test_a_test_file_run_is_classified(tmp_path: Path, body: str, outcome: str) -> None:
+def test_a_test_file_run_is_classified(tmp_path: Path, run_file, body: str, outcome: str) -> None:
     path = tmp_path / "test_x.py"
     path.write_text(
         "import unittest\n\nclass T(unittest.TestCase):\n    def test_x(self):\n"
         f"        {body}\n\nunittest.main()\n"
     )
-    run = run_test_file(path, {"PATH": "/usr/bin:/bin"}, tmp_path, timeout=60)
+    run = run_file(path, {"PATH": "/usr/bin:/bin"}, tmp_path, timeout=60)
     assert run.outcome == outcome, run.tail
     assert run.ran == 1
 
 
-def test_a_crashing_or_hanging_test_file_is_no_proof(tmp_path: Path) -> None:
+def test_a_crashing_or_hanging_test_file_is_no_proof(tmp_path: Path, run_file) -> None:
     crash = tmp_path / "test_crash.py"
     crash.write_text("raise ImportError('no such module')\n")
-    assert run_test_file(crash, {}, tmp_path, timeout=60).outcome == "error"
+    assert run_file(crash, {}, tmp_path, timeout=60).outcome == "error"
     hang = tmp_path / "test_hang.py"
-    hang.write_text("import time\ntime.sleep(60)\n")
-    assert run_test_file(hang, {}, tmp_path, timeout=1).outcome == "timeout"
+    hang.write_text(
+        "import subprocess, sys, time\nsubprocess.Popen(['sleep', '60'])\ntime.sleep(60)\n"
+    )
+    assert run_file(hang, {}, tmp_path, timeout=1).outcome == "timeout"
+    # The warm interpreter survives its killed child and runs the next file.
+    passing = tmp_path / "test_pass.py"
+    passing.write_text(PASSING_TEST)
+    assert run_file(passing, {}, tmp_path, timeout=60).outcome == "passed"
+
+
+# What `python FILE` sets, which a fork of a warm interpreter must set alike.
+AS_A_SCRIPT = """\
+import atexit, os, sys, threading, unittest
+
+import torch
+
+def report():
+    print("atexit ran; thread joined:", not worker.is_alive(), flush=True)
+
+atexit.register(report)
+worker = threading.Thread(target=lambda: __import__("time").sleep(0.5))
+
+class T(unittest.TestCase):
+    def test_main(self):
+        self.assertEqual(__name__, "__main__")
+        self.assertEqual(os.path.realpath(sys.argv[0]), os.path.realpath(__file__))
+        self.assertEqual(sys.path[0], os.path.dirname(__file__))
+        self.assertEqual(os.getcwd(), os.environ["EXPECTED_CWD"])
+        self.assertEqual(os.environ["MARKER"], "1")
+        self.assertEqual(sys.stdin.read(), "")
+        print("to stdout"); print("to stderr", file=sys.stderr)
+        os.write(1, b"fd 1\\n"); os.write(2, b"fd 2\\n")
+
+if __name__ == "__main__":
+    worker.start()
+    unittest.main(exit=False)
+    sys.exit(3)
+"""
+
+
+def test_a_file_runs_in_a_warm_fork_as_python_file_runs_it(tmp_path: Path, run_file) -> None:
+    folder = tmp_path / "test"
+    folder.mkdir()
+    path = folder / "test_script.py"
+    path.write_text(AS_A_SCRIPT)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "MARKER": "1", "EXPECTED_CWD": str(cwd)}
+    run = run_file(path, env, cwd, timeout=120)
+    assert run.returncode == 3 and run.ran == 1 and run.outcome == "error", run.tail
+    for line in ("to stdout", "to stderr", "fd 1", "fd 2", "atexit ran; thread joined: True"):
+        assert line in run.tail, run.tail
+
+
+def test_an_environment_that_cannot_import_torch_runs_its_files_fresh(tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    (broken / "torch").mkdir(parents=True)
+    (broken / "torch" / "__init__.py").write_text("raise ImportError('a broken torch')\n")
+    path = tmp_path / "test_pass.py"
+    path.write_text(
+        "import unittest\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_x(self):\n        pass\n\n\nunittest.main()\n"
+    )
+    runners = WarmRunners(tmp_path)
+    try:
+        run = runners.run(path, {"PYTHONPATH": str(broken)}, tmp_path, timeout=60)
+    finally:
+        runners.close()
+    assert run.outcome == "passed", run.tail
+    (why,) = runners.cold.values()
+    assert "a broken torch" in why
 
 
 def fake_torch(tmp: Path) -> tuple[InstalledTorch, Series]:

@@ -142,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--keep", type=Path, help="build the shadow torch in this (new) folder and keep it"
     )
+    sub.add_argument(
+        "--fresh",
+        action="store_true",
+        help="run each test file as `python FILE` in a new interpreter, as PyTorch's CI does "
+        "(slower; by default each runs in a fork of an interpreter that imported torch)",
+    )
     sub = commands.add_parser(
         "lint",
         help="check every file the series patches or adds with PyTorch's own ruff settings "
@@ -191,7 +197,9 @@ def lint(args: argparse.Namespace) -> tuple[list[str], int]:
 def verify(args: argparse.Namespace) -> tuple[list[str], int]:
     """Run verify; the table, and 0 when every patch is proven, else 1."""
     series = load_series(args.series)
-    report = verify_series(series, timeout=args.timeout, jobs=args.jobs, keep=args.keep)
+    report = verify_series(
+        series, timeout=args.timeout, jobs=args.jobs, keep=args.keep, fresh=args.fresh
+    )
     lines = report.table()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -30,12 +30,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,13 +46,9 @@ from tools.patchqueue.lint import FileLint, lint_series
 from tools.patchqueue.overlay import apply_overlay, load_state, series_record
 from tools.patchqueue.series import Patch, Series
 from tools.patchqueue.targets import InstalledTorch
+from tools.patchqueue.testrun import Run, WarmRunners, run_test_file
 
 DEFAULT_TIMEOUT = 300.0
-_RAN_RE = re.compile(r"^Ran (\d+) tests? in ", re.M)
-_OK_RE = re.compile(r"^OK(?: \((.*)\))?\s*$", re.M)
-_FAILED_RE = re.compile(r"^FAILED \((.*)\)\s*$", re.M)
-_CASE_RE = re.compile(r"^(FAIL|ERROR): (\S+)(?: \(([^)]*)\))?", re.M)
-
 # Run in the shadow's interpreter: where torch comes from, whether neuron loaded, and which
 # libtorch files are mapped (one each, the installed ones, or two copies are loaded).
 _PROBE = """
@@ -117,12 +113,20 @@ def _env(pythonpath: str | None, autoload: bool = True) -> dict[str, str]:
     return env
 
 
-def build_shadow(real: Path, root: Path) -> Path:
+def build_shadow(
+    real: Path, root: Path, rewritten: Iterable[str] = (), bytecode: bool = True
+) -> Path:
     """Make ``root/torch``: copies of every ``.py`` of ``real``, symlinks to everything else.
 
-    A folder holding no ``.py`` file anywhere below it is one symlink; ``__pycache__`` is left
-    out. Returns ``root/torch``.
+    A folder holding no ``.py`` file anywhere below it is one symlink. The bytecode pip compiled
+    at install (``__pycache__``) is copied too, where Python checks it against its source
+    (``_revalidated_bytecode``): without it every interpreter importing the shadow under
+    ``PYTHONDONTWRITEBYTECODE=1`` compiles torch's 2,000+ files again (about 5 s). The files in
+    ``rewritten`` (paths like ``torch/amp/grad_scaler.py``: what a series will write) get no
+    bytecode: a rewrite within the second of the original's mtime, with the same size, would
+    otherwise pass the check. ``bytecode=False`` copies none. Returns ``root/torch``.
     """
+    rewritten = list(rewritten)
     real = real.resolve()
     has_py: set[Path] = set()
     for folder, dirs, files in os.walk(real):
@@ -140,6 +144,11 @@ def build_shadow(real: Path, root: Path) -> Path:
         keep = []
         for name in dirs:
             if name == "__pycache__":
+                if not bytecode:
+                    continue
+                here = str(src.relative_to(real.parent))
+                skip = {Path(p).stem for p in rewritten if str(Path(p).parent) == here}
+                _copy_bytecode(src / name, dest / name, skip)
                 continue
             if src / name in has_py and not (src / name).is_symlink():
                 keep.append(name)
@@ -152,6 +161,29 @@ def build_shadow(real: Path, root: Path) -> Path:
             else:
                 os.symlink(src / name, dest / name)
     return shadow
+
+
+def _revalidated_bytecode(pyc: Path) -> bool:
+    """Whether Python checks ``pyc`` against its source before using it: the flags word of the
+    header (PEP 552) is 0 (source mtime and size) or 3 (checked source hash), not 1 (unchecked
+    hash, which a patched source would not invalidate)."""
+    try:
+        with pyc.open("rb") as f:
+            header = f.read(8)
+    except OSError:
+        return False
+    return len(header) == 8 and int.from_bytes(header[4:8], "little") in (0, 3)
+
+
+def _copy_bytecode(src: Path, dest: Path, skip: set[str]) -> None:
+    if src.is_symlink() or not src.is_dir():
+        return
+    for pyc in src.glob("*.pyc"):
+        if pyc.name.split(".", 1)[0] in skip:
+            continue
+        if pyc.is_file() and not pyc.is_symlink() and _revalidated_bytecode(pyc):
+            dest.mkdir(exist_ok=True)
+            shutil.copy2(pyc, dest / pyc.name)
 
 
 def _check_inside(series: Series, target: InstalledTorch, root: Path) -> None:
@@ -179,7 +211,8 @@ def patched_shadow(series: Series, real: InstalledTorch, root: Path) -> dict:
     the patches' tests land in ``root/test``. Returns the probe of the shadow (where torch and
     its libraries came from). Raises BadInput when the shadow is unusable.
     """
-    build_shadow(real.torch_dir, root)
+    written = plan_series(series, real.read, real.scope).files
+    build_shadow(real.torch_dir, root, rewritten=written)
     shadow = InstalledTorch(root / "torch")
     _check_inside(series, shadow, root)
     apply_overlay(series, shadow, root / "test")
@@ -219,66 +252,6 @@ def ensure_patched_shadow(series: Series, real: InstalledTorch, root: Path) -> t
         shutil.rmtree(root, ignore_errors=True)
         raise
     return root, True
-
-
-@dataclass
-class Run:
-    """One run of one test file."""
-
-    outcome: str  # "passed", "failed" (tests ran, some failed), "error" (no result), "timeout"
-    returncode: int | None
-    ran: int
-    skipped: int
-    seconds: float
-    summary: str
-    failing: list[str] = field(default_factory=list)
-    tail: str = ""
-
-
-def run_test_file(path: Path, env: dict[str, str], cwd: Path, timeout: float) -> Run:
-    """Run ``python path`` (a file calling run_tests()) and classify its result."""
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(
-            [sys.executable, str(path)],
-            env=env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"") + (exc.stderr or b"")
-        text = out.decode(errors="replace") if isinstance(out, bytes) else out
-        return Run(
-            "timeout",
-            None,
-            0,
-            0,
-            time.monotonic() - start,
-            f"timeout {timeout:g}s",
-            tail=text[-2000:],
-        )
-    seconds = time.monotonic() - start
-    text = proc.stdout + proc.stderr
-    ran_match = _RAN_RE.search(text)
-    ran = int(ran_match.group(1)) if ran_match else 0
-    ok = _OK_RE.search(text)
-    failed = _FAILED_RE.search(text)
-    detail = (ok or failed).group(1) if (ok or failed) else None
-    skipped = int(m.group(1)) if detail and (m := re.search(r"skipped=(\d+)", detail)) else 0
-    failing = [
-        f"{kind}: {test_id.removeprefix('__main__.') or name}"
-        for kind, name, test_id in _CASE_RE.findall(text)
-    ]
-    if proc.returncode == 0 and ok and ran_match:
-        outcome, summary = "passed", f"OK ({ran - skipped} passed, {skipped} skipped)"
-    elif proc.returncode != 0 and failed and ran_match:
-        outcome, summary = "failed", f"FAILED ({detail})"
-    else:
-        outcome, summary = "error", f"exit {proc.returncode}, no unittest result"
-    return Run(outcome, proc.returncode, ran, skipped, seconds, summary, failing, text[-2000:])
 
 
 @dataclass
@@ -429,6 +402,8 @@ class Report:
     verdicts: list[PatchVerdict]
     seconds: float
     probe: dict
+    runner: str = "warm"  # "warm": forks of a warm interpreter; "fresh": `python FILE`
+    cold: dict[str, str] = field(default_factory=dict)  # configurations run fresh, and why
 
     @property
     def all_proven(self) -> bool:
@@ -443,6 +418,8 @@ class Report:
             "seconds": round(self.seconds, 1),
             "all_proven": self.all_proven,
             "shadow_probe": self.probe,
+            "runner": self.runner,
+            "cold_configurations": self.cold,
             "patches": [asdict(v) for v in self.verdicts],
         }
 
@@ -481,8 +458,12 @@ def verify_series(
     jobs: int = 2,
     torch: InstalledTorch | None = None,
     keep: Path | None = None,
+    fresh: bool = False,
 ) -> Report:
     """Verify every patch of ``series`` against the installed torch (unchanged throughout).
+
+    Each test file runs in a fork of a warm interpreter of its configuration
+    (tools/patchqueue/testrun.py), or, with ``fresh``, as ``python FILE`` in a new one.
 
     Raises BadInput when the installed torch is not the base or already carries an overlay, or
     when the shadow torch is unusable.
@@ -517,14 +498,19 @@ def verify_series(
                     (path, _env(str(root), autoload=False), work, timeout),
                 ]
                 jobs_list.append((verdict, test, runs))
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [
-                (verdict, test, [pool.submit(run_test_file, *args) for args in runs])
-                for verdict, test, runs in jobs_list
-            ]
-            for verdict, test, fs in futures:
-                results = [f.result() for f in fs]
-                verdict.tests.append(TestResult(test, *results))
+        runners = WarmRunners(work)
+        run = run_test_file if fresh else runners.run
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                futures = [
+                    (verdict, test, [pool.submit(run, *args) for args in runs])
+                    for verdict, test, runs in jobs_list
+                ]
+                for verdict, test, fs in futures:
+                    results = [f.result() for f in fs]
+                    verdict.tests.append(TestResult(test, *results))
+        finally:
+            runners.close()
         for verdict in verdicts:
             _judge(verdict)
     finally:
@@ -534,5 +520,11 @@ def verify_series(
     if before != after:  # pragma: no cover - a bug in the shadow, never expected
         raise BadInput(f"the installed torch changed during verify: {before} != {after}")
     return Report(
-        str(series.directory), str(real.torch_dir), verdicts, time.monotonic() - start, probe
+        str(series.directory),
+        str(real.torch_dir),
+        verdicts,
+        time.monotonic() - start,
+        probe,
+        "fresh" if fresh else "warm",
+        dict(runners.cold),
     )
