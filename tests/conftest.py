@@ -48,3 +48,10 @@ def restore_device() -> object:
         yield
     finally:
         torch.accelerator.set_device_index(previous)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked ``slow`` first (a stable sort): xdist hands out tests in collection
+    order, and a 2-minute test handed out last would keep one worker busy while the other idles.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -224,6 +224,7 @@ def test_one_offline_pip_install_is_pure_python_and_brings_only_the_suite(
     ), found["installed"]
 
 
+@pytest.mark.slow
 def test_a_vendor_goes_from_no_manifest_to_a_green_report_in_an_unrelated_folder(
     venv,
     tmp_path: Path,

@@ -149,6 +149,7 @@ def test_input_class_mutant_is_caught(tmp_path, mutant):
     assert {r["area"] for r in caught} == {area}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["neuron", "cpu"])
 def test_input_class_tests_pass_on_the_references(tmp_path, backend):
     """The tests that catch the input-class mutants pass on the unbroken backends, so that a

@@ -271,6 +271,7 @@ def test_the_backend_is_held_to_its_declared_autocast_lists(tmp_path):
     assert "off the lower-precision list" in json.dumps(run["results"])
 
 
+@pytest.mark.slow
 def test_a_backend_that_lowers_fewer_ops_is_green_with_its_probed_lists(tmp_path):
     # The OpenReg case: autocast lowers (about) mm only. `conformance init` probes the lists; with
     # them the autocast area passes, with CUDA's default lists it does not.

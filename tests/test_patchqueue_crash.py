@@ -409,6 +409,7 @@ def forks():
     server.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["apply", "revert"])
 def test_kill_at_every_write_point_of_the_real_series(real_copy, forks, tmp_path, command) -> None:
     site, stock, applied, touched, stock_full = real_copy

@@ -35,6 +35,7 @@ def touched_hashes(series_dir: Path) -> dict[str, str | None]:
     return hashes
 
 
+@pytest.mark.slow
 @pytest.mark.patch_verify
 @pytest.mark.timeout(1200)
 def test_every_patch_is_proven_and_the_installed_torch_is_unchanged(tmp_path: Path, capsys) -> None:

@@ -88,6 +88,7 @@ SITES_LEFT = _site(GUARD, 'left = "demo"') + _site(
 )
 
 
+@pytest.mark.slow
 def test_committed_review_list_is_what_the_generator_writes() -> None:
     start = time.monotonic()
     result = review_list.review(

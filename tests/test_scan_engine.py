@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from device_agnostic.scan import scan_source
 from device_agnostic.scan.engine import NOT_UTF8, SYNTAX_ERROR
 
@@ -51,6 +53,7 @@ def test_unknown_declared_encoding_is_reported() -> None:
     assert finding.rule == NOT_UTF8
 
 
+@pytest.mark.slow
 def test_huge_file_is_scanned() -> None:
     body = b"x = torch.zeros(1)\n" * 200_000 + b"torch.cuda.synchronize()\n"
     assert rules_of(body) == [(200_001, "DA101")]

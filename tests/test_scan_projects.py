@@ -91,6 +91,7 @@ def assert_same_training(got: dict, want: dict, what: str) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fixed_project_runs_on_neuron_like_the_original_on_cpu(name: str, tmp_path: Path) -> None:
     before = copy_project(PROJECTS / name / "before", tmp_path / "before")
