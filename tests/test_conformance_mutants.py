@@ -23,9 +23,10 @@ def run_conformance(
     extra: list[str],
     env: dict[str, str] | None = None,
     backend: str = "neuron",
+    profile: str = "quick",
 ) -> dict:
-    """Run the given areas on ``backend`` (quick profile) in a subprocess; return the JSON
-    run."""
+    """Run the given areas on ``backend`` (quick profile unless given) in a subprocess; return
+    the JSON run."""
     report = tmp_path / "run.json"
     command = [
         sys.executable,
@@ -35,7 +36,7 @@ def run_conformance(
         "-p",
         "no:cacheprovider",
         f"--backend={backend}",
-        "--conformance-profile=quick",
+        f"--conformance-profile={profile}",
         f"--conformance-json={report}",
         *extra,
         "--pyargs",
