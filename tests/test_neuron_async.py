@@ -30,9 +30,15 @@ PRELUDE = textwrap.dedent(
     torch.manual_seed(0)
     X = torch.randn(1024, 1024).to(D)
     W = (torch.randn(1024, 1024) / 32).to(D)
-    # Warm up: the first use of an operator's Meta kernel may import Python meta registrations
-    # on the issuing thread, which would let the stream catch up before the host looks.
-    ((X @ W) * 0 + 1).sum().item()
+    # Warm up: the first call of each operator and argument signature runs synchronously (it
+    # checks the Meta kernel's prediction against the CPU kernel's results), and the first use
+    # of a Meta kernel may import Python meta registrations; either would let the stream catch
+    # up before the host looks. So each call the scenarios make is made once here.
+    warm = torch.zeros(1024, 1024, device=D)
+    warm.add_((X @ W) * 0 + 1)
+    ((warm + 1) * 2).sum().item()
+    warm.zero_()
+    warm.copy_(X)
     torch.accelerator.synchronize()
 
 
@@ -366,3 +372,26 @@ def test_quantize_is_refused_at_the_call_and_idle_events_complete_at_once():
         """
     )
     assert result == {"refused": True, "later_ok": True, "idle_event": True}
+
+
+def test_a_meta_kernel_predicting_another_dtype_than_the_cpu_kernel_is_not_trusted():
+    # native_layer_norm's Meta kernel gives float16 inputs Float mean and rstd; the CPU kernel,
+    # which neuron runs, returns Half. Deferred, the call would return Float tensors (or fail at
+    # the next synchronization): every call of that signature must run as in synchronous mode.
+    result = run_async(
+        """
+        x, w, b = (torch.randn(*shape, dtype=torch.float16) for shape in ((3, 5), (5,), (5,)))
+        cpu = [t.dtype for t in torch.native_layer_norm(x, (5,), w, b, 1e-5)]
+        calls = []
+        for _ in range(3):
+            out = torch.native_layer_norm(x.to(D), (5,), w.to(D), b.to(D), 1e-5)
+            calls.append([t.dtype for t in out])
+        y = torch.nn.functional.layer_norm(x.to(D), (5,), w.to(D), b.to(D))
+        torch.accelerator.synchronize()
+        same = bool(torch.equal(y.cpu(), torch.nn.functional.layer_norm(x, (5,), w, b)))
+        report(cpu=[str(d) for d in cpu], calls=[[str(d) for d in c] for c in calls], same=same)
+        """
+    )
+    assert result["calls"] == [result["cpu"]] * 3, result
+    assert result["cpu"] == ["torch.float16"] * 3
+    assert result["same"] is True

@@ -41,6 +41,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <typeinfo>
 #include <unordered_map>
 #include <vector>
@@ -247,6 +248,25 @@ struct OperatorFacts {
   c10::SmallVector<Argument, 8> arguments;
   c10::SmallVector<Return, 2> returns;
 
+  // Asynchronous mode trusts an operator's Meta kernel per argument signature
+  // (dtypes and number kinds) only once a synchronous call of that signature
+  // returned what the Meta kernel predicted: some Meta kernels give a result
+  // dtype the CPU kernel does not (native_layer_norm's float16 mean and rstd
+  // are Float on Meta, Half on the CPU), and a deferred call cannot change the
+  // dtype of a result it already returned.
+  enum class MetaTrust : uint8_t { kUnchecked, kTrusted, kDistrusted };
+  MetaTrust meta_trust(const std::string& signature) const {
+    std::lock_guard<std::mutex> lock(trust_mutex);
+    auto it = trust.find(signature);
+    return it == trust.end() ? MetaTrust::kUnchecked : it->second;
+  }
+  void set_meta_trust(const std::string& signature, MetaTrust value) const {
+    std::lock_guard<std::mutex> lock(trust_mutex);
+    trust[signature] = value;
+  }
+  mutable std::mutex trust_mutex;
+  mutable std::unordered_map<std::string, MetaTrust> trust;
+
   explicit OperatorFacts(const c10::FunctionSchema& schema) {
     const auto& name = schema.name();
     const bool index_op = name == "aten::index" || name == "aten::index_put_" ||
@@ -432,6 +452,9 @@ class HostExecution {
     }
     sync_mutated();
     to_device_results();
+    if (!predicted_.empty()) {
+      check_the_meta_prediction();
+    }
   }
 
  private:
@@ -724,6 +747,27 @@ class HostExecution {
     if (meta_stack.size() != returns.size()) {
       return false;
     }
+    const std::string signature = argument_signature();
+    const auto trust = facts_.meta_trust(signature);
+    if (trust == OperatorFacts::MetaTrust::kDistrusted) {
+      return false;
+    }
+    if (trust == OperatorFacts::MetaTrust::kUnchecked) {
+      // Run this call synchronously and compare its results with the prediction.
+      for (const auto& value : meta_stack) {
+        if (!value.isTensor()) {
+          return false;
+        }
+      }
+      predicted_.clear();
+      for (const auto& value : meta_stack) {
+        const auto& meta = value.toTensor();
+        predicted_.emplace_back(meta.defined() ? meta.scalar_type() : c10::ScalarType::Undefined,
+                                meta.defined() ? meta.sizes().vec() : std::vector<int64_t>{});
+      }
+      signature_ = signature;
+      return false;
+    }
     std::vector<at::Tensor> results(returns.size());
     for (size_t j = 0; j < returns.size(); ++j) {
       if (!meta_stack[j].isTensor()) {
@@ -772,6 +816,55 @@ class HostExecution {
       stack_.emplace_back(std::move(result));
     }
     return true;
+  }
+
+  // The key of OperatorFacts::meta_trust: per argument, a tensor's dtype, a
+  // number's kind, a dtype argument's value, or nothing for anything else.
+  std::string argument_signature() const {
+    const auto& arguments = schema_.arguments();
+    std::string signature;
+    signature.reserve(2 * arguments.size());
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (value.isTensor()) {
+        const auto& tensor = value.toTensor();
+        signature += !tensor.defined() ? '-' : tensor.is_cpu() ? 'w' : 't';
+        signature += static_cast<char>(tensor.defined() ? static_cast<int>(tensor.scalar_type()) : 0);
+      } else if (value.isDouble()) {
+        signature += "d.";
+      } else if (value.isComplexDouble()) {
+        signature += "c.";
+      } else if (value.isBool()) {
+        signature += "b.";
+      } else if (value.isInt() &&
+                 arguments[i].real_type()->kind() == c10::TypeKind::ScalarTypeType) {
+        signature += 's';
+        signature += static_cast<char>(value.toInt());
+      } else if (value.isInt()) {
+        signature += "i.";
+      } else {
+        signature += "..";
+      }
+    }
+    return signature;
+  }
+
+  // After the synchronous run of a call whose signature was unchecked: trust
+  // the Meta kernel for that signature if the results match its prediction.
+  void check_the_meta_prediction() {
+    bool matches = stack_.size() == first_ + predicted_.size();
+    for (size_t j = 0; matches && j < predicted_.size(); ++j) {
+      const auto& value = stack_[first_ + j];
+      const auto& [dtype, sizes] = predicted_[j];
+      if (!value.isTensor() || !value.toTensor().defined()) {
+        matches = dtype == c10::ScalarType::Undefined;
+        continue;
+      }
+      const auto& result = value.toTensor();
+      matches = result.scalar_type() == dtype && result.sizes().vec() == sizes;
+    }
+    facts_.set_meta_trust(signature_, matches ? OperatorFacts::MetaTrust::kTrusted
+                                              : OperatorFacts::MetaTrust::kDistrusted);
   }
 
   // Checks some CPU kernels make that their Meta kernels do not (bool
@@ -906,6 +999,9 @@ class HostExecution {
   c10::DeviceIndex device_ = -1;
   HostViews views_;
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> mutated_;
+  // An unchecked signature's Meta prediction, checked after the synchronous run.
+  std::vector<std::pair<c10::ScalarType, std::vector<int64_t>>> predicted_;
+  std::string signature_;
 };
 
 
