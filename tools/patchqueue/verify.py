@@ -7,7 +7,9 @@ every ``torch/**/*.py`` of the installed package is copied, everything else (``l
 ``include/``, ``_C*.so``, ...) is a symlink to the installed file, so ``PYTHONPATH=<tmp>`` imports
 the shadow's Python code with the one set of native libraries. The series is overlaid on the shadow
 (the overlay machinery, with its tests folder ``<tmp>/test``); each patch's test files (the
-``test/*.py`` files it adds) then run as ``python FILE`` (they call ``run_tests()``):
+``test/*.py`` files it adds, which call ``run_tests()``) then run as ``python FILE`` would run
+them, in a fork of a warm interpreter of each configuration (tools/patchqueue/testrun.py;
+``fresh=True`` starts ``python FILE`` itself):
 
 - stock on neuron: no PYTHONPATH; the tests must FAIL (tests ran, some failed or errored);
 - patched on neuron: ``PYTHONPATH=<tmp>``; the tests must PASS (at least one not skipped);
