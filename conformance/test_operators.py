@@ -444,7 +444,7 @@ print(expected, move(actual, "cpu"))
 """
 
 
-def check_sample(op, sample, dtype, index: int, backend, reference, device) -> None:  # noqa: ANN001
+def check_sample(op, sample, dtype, index: int, backend, reference, device, tolerances) -> None:  # noqa: ANN001
     """One OpInfo sample: the device's result matches the CPU's, or the device refuses with a
     TypeError a dtype the reference declares and the backend does not. (A dtype that even the
     reference's manifest does not declare, complex32 or uint64, may be either.)"""
@@ -484,7 +484,7 @@ def check_sample(op, sample, dtype, index: int, backend, reference, device) -> N
         device,
         what,
         snippet,
-        upstream_tolerances(op, dtype, device.type, "outputs"),
+        tolerances,
     )
 
 
@@ -500,9 +500,10 @@ def test_opinfo(backend, reference, device, request, opinfo_case):
         limit = None  # a known failure is checked on every sample, whatever the profile
     seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
     samples = itertools.islice(op.sample_inputs("cpu", dtype), limit)
+    tolerances = upstream_tolerances(op, dtype, device.type, "outputs")
     count = 0
     for index, sample in enumerate(samples):
-        check_sample(op, sample, dtype, index, backend, reference, device)
+        check_sample(op, sample, dtype, index, backend, reference, device, tolerances)
         count += 1
     assert count, f"OpInfo has no sample input for {opinfo_name(op)} in {dtype}"
 
@@ -583,6 +584,7 @@ def test_opinfo_gradients(backend, reference, device, request, gradient_case):
         limit = None
     seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
     samples = itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit)
+    tolerances = upstream_tolerances(op, dtype, device.type, "gradients")
     count = 0
     for index, sample in enumerate(samples):
         count += 1
@@ -614,7 +616,7 @@ def test_opinfo_gradients(backend, reference, device, request, gradient_case):
                 device,
                 f"{what}, input {position}",
                 snippet,
-                upstream_tolerances(op, dtype, device.type, "gradients"),
+                tolerances,
             )
     assert count, f"OpInfo has no sample input for {opinfo_name(op)} in {dtype}"
 

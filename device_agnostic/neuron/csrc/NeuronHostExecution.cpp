@@ -730,6 +730,13 @@ class HostExecution {
         return false;
       }
     }
+    // A signature whose Meta kernel once predicted wrongly runs synchronously,
+    // without asking the Meta kernel again.
+    const std::string signature = argument_signature();
+    const auto trust = facts_.meta_trust(signature);
+    if (trust == OperatorFacts::MetaTrust::kDistrusted) {
+      return false;
+    }
     // Results' metadata from the Meta kernel, on meta twins of the arguments.
     torch::jit::Stack meta_stack(stack_.begin() + static_cast<std::ptrdiff_t>(first_),
                                  stack_.end());
@@ -745,11 +752,6 @@ class HostExecution {
       return false; // no Meta kernel, or data-dependent: run synchronously
     }
     if (meta_stack.size() != returns.size()) {
-      return false;
-    }
-    const std::string signature = argument_signature();
-    const auto trust = facts_.meta_trust(signature);
-    if (trust == OperatorFacts::MetaTrust::kDistrusted) {
       return false;
     }
     if (trust == OperatorFacts::MetaTrust::kUnchecked) {
