@@ -188,14 +188,14 @@ def _copy_bytecode(src: Path, dest: Path, skip: set[str]) -> None:
             shutil.copy2(pyc, dest / pyc.name)
 
 
-def _check_inside(series: Series, target: InstalledTorch, root: Path) -> None:
-    """Refuse unless every file the overlay writes is a real (copied) file of the shadow.
+def _check_inside(written: Iterable[str], target: InstalledTorch, root: Path) -> None:
+    """Refuse unless every file the overlay writes (``written``) is a real (copied) file of the
+    shadow ``target``.
 
     A write through a symlink would change the installed torch.
     """
-    plan = plan_series(series, target.read, target.scope)
     real_root = root.resolve()
-    for path in plan.files:
+    for path in written:
         if target.scope(path) != "target":
             continue
         dest = target.dest(path)
@@ -213,10 +213,11 @@ def patched_shadow(series: Series, real: InstalledTorch, root: Path) -> dict:
     the patches' tests land in ``root/test``. Returns the probe of the shadow (where torch and
     its libraries came from). Raises BadInput when the shadow is unusable.
     """
-    written = plan_series(series, real.read, real.scope).files
+    # The shadow holds the installed files: the plan made on them is the shadow's plan.
+    written = list(plan_series(series, real.read, real.scope).files)
     build_shadow(real.torch_dir, root, rewritten=written)
     shadow = InstalledTorch(root / "torch")
-    _check_inside(series, shadow, root)
+    _check_inside(written, shadow, root)
     apply_overlay(series, shadow, root / "test")
     return probe_shadow(root, real)
 
