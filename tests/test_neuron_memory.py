@@ -292,6 +292,140 @@ def test_empty_cache_keeps_exactly_the_segments_of_live_tensors(fresh_allocator_
     assert reserved == 12 * MiB  # the small and the 14 MiB segments went back
 
 
+class CachingAllocatorModel:
+    """The CUDA caching allocator's block choice, as NeuronDeviceAllocator.cpp documents it: best
+    fit in (size, address) order within the request's pool, a split when the remainder is worth
+    keeping (>= 512 bytes in the small pool, > 1 MiB in the large one), a merge with free
+    neighbours on free, a new segment when no free block fits. Addresses of new segments are not
+    predicted (the host allocator picks them): `place` learns each from the allocator."""
+
+    def __init__(self) -> None:
+        self.free: dict[bool, set[tuple[int, int]]] = {True: set(), False: set()}  # (size, addr)
+        self.blocks: dict[int, list] = {}  # addr -> [size, allocated, small, segment base]
+
+    @staticmethod
+    def segment_size(size: int) -> int:
+        if size <= MiB:
+            return 2 * MiB
+        if size < 10 * MiB:
+            return 20 * MiB
+        return -(-size // (2 * MiB)) * (2 * MiB)
+
+    def predict(self, nbytes: int) -> int | None:
+        """The address the request gets, or None if it needs a new segment."""
+        size = rounded(nbytes)
+        fits = [block for block in self.free[size <= MiB] if block[0] >= size]
+        return min(fits)[1] if fits else None
+
+    def place(self, nbytes: int, addr: int) -> None:
+        size, small = rounded(nbytes), rounded(nbytes) <= MiB
+        if self.predict(nbytes) is None:
+            self.blocks[addr] = [self.segment_size(size), False, small, addr]
+        else:
+            self.free[small].remove((self.blocks[addr][0], addr))
+        block = self.blocks[addr]
+        remaining = block[0] - size
+        if remaining >= 512 if small else remaining > MiB:
+            self.blocks[addr + size] = [remaining, False, small, block[3]]
+            self.free[small].add((remaining, addr + size))
+            block[0] = size
+        block[1] = True
+
+    def release(self, addr: int) -> None:
+        block = self.blocks[addr]
+        block[1] = False
+        small, base = block[2], block[3]
+        following = addr + block[0]
+        if following in self.blocks and not self.blocks[following][1] and self.blocks[following][3] == base:
+            self.free[small].remove((self.blocks[following][0], following))
+            block[0] += self.blocks.pop(following)[0]
+        previous = next(
+            (a for a, b in self.blocks.items() if b[3] == base and a + b[0] == addr and not b[1]), None
+        )
+        if previous is not None:
+            self.free[small].remove((self.blocks[previous][0], previous))
+            self.blocks[previous][0] += self.blocks.pop(addr)[0]
+            addr = previous
+        self.free[small].add((self.blocks[addr][0], addr))
+
+    def inactive_split(self) -> int:
+        """Free blocks that share their segment with another block."""
+        per_segment: dict[int, int] = {}
+        for block in self.blocks.values():
+            per_segment[block[3]] = per_segment.get(block[3], 0) + 1
+        return sum(1 for b in self.blocks.values() if not b[1] and per_segment[b[3]] > 1)
+
+
+REPLAY_SCRIPT = """
+import json, sys
+import torch
+
+ops = json.loads(sys.stdin.read())
+torch.empty(1, device="neuron:0")  # initialize
+torch.accelerator.empty_cache()
+live, addresses = {}, []
+for op, key, nbytes in ops:
+    if op == "alloc":
+        live[key] = torch.empty(nbytes, dtype=torch.uint8, device="neuron:0")
+        addresses.append(live[key].data_ptr())
+    else:
+        del live[key]
+stats = torch.accelerator.memory_stats(0)
+print(json.dumps({"addresses": addresses, "inactive_split": stats["inactive_split.all.current"],
+                  "segments": stats["segment.all.current"]}))
+"""
+
+
+def test_blocks_are_chosen_best_fit_by_size_then_address_as_the_cuda_allocator_does():
+    """A seeded mix of 1,500 small and large requests and frees, replayed in a fresh process: every
+    request that a cached block can serve gets the block the caching-allocator model predicts, and
+    the split-block and segment counts agree at the end. Guards the allocator's free-block index
+    (buckets by size, an ordered set above 2 MiB) against changing which block a request gets."""
+    import random
+
+    rng = random.Random(20261203)
+    ops, live, next_key = [], [], 0
+    for _ in range(1500):
+        if live and rng.random() < 0.45:
+            ops.append(["free", live.pop(rng.randrange(len(live))), 0])
+            continue
+        kind = rng.random()
+        if kind < 0.5:
+            nbytes = rng.choice([512, 4096, 4000, 65536]) if rng.random() < 0.5 else rng.randint(1, 64 * 1024)
+        elif kind < 0.8:
+            nbytes = rng.randint(64 * 1024, MiB)
+        else:
+            nbytes = rng.randint(MiB + 1, 14 * MiB)
+        ops.append(["alloc", next_key, nbytes])
+        live.append(next_key)
+        next_key += 1
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_")}
+    result = subprocess.run(
+        [sys.executable, "-c", REPLAY_SCRIPT], input=json.dumps(ops), env=env,
+        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+
+    model, addresses, mismatches, served_from_cache = CachingAllocatorModel(), iter(report["addresses"]), [], 0
+    key_addr: dict[int, int] = {}
+    for step, (op, key, nbytes) in enumerate(ops):
+        if op == "free":
+            model.release(key_addr.pop(key))
+            continue
+        predicted, actual = model.predict(nbytes), next(addresses)
+        if predicted is not None:
+            served_from_cache += 1
+            if predicted != actual:
+                mismatches.append(f"step {step}: {nbytes} bytes got {actual:#x}, the model says {predicted:#x}")
+        model.place(nbytes, actual)
+        key_addr[key] = actual
+    assert served_from_cache > 500, "the sequence should mostly reuse cached blocks"
+    assert not mismatches, "\n".join(mismatches[:10])
+    segments = len({block[3] for block in model.blocks.values()})
+    assert (report["inactive_split"], report["segments"]) == (model.inactive_split(), segments)
+
+
 def test_freed_memory_stays_reserved_until_empty_cache_lowers_it_to_what_is_in_use(mem):
     mem.empty_cache()
     r0 = mem.memory_reserved(0)

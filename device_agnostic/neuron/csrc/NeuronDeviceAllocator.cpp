@@ -7,6 +7,9 @@
 //   request rounded up to 2 MiB).
 // - Freed blocks stay cached in their pool, are reused best-fit, split when
 //   the remainder is worth keeping and merged with free neighbours.
+// - Best fit is CUDA's order, (size, address); a pool keeps its blocks up to
+//   2 MiB in one bucket per size (see BlockPool), so that the commonest
+//   allocate/free cycle walks no tree and allocates no node.
 // - Segments are released only by empty_cache() or when a request would
 //   otherwise exceed the capacity; past it, torch.OutOfMemoryError.
 // No Python and no GIL are involved: each device has its own mutex.
@@ -16,7 +19,11 @@
 #include <c10/util/Exception.h>
 #include <c10/util/flat_hash_map.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <bit>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -41,13 +48,6 @@ constexpr size_t kMinLargeAlloc = size_t{10} << 20;
 constexpr size_t kRoundLarge = size_t{2} << 20;
 constexpr size_t kSegmentAlignment = 4096;
 
-struct Block;
-
-struct BlockComparator {
-  bool operator()(const Block* a, const Block* b) const;
-};
-using BlockPool = std::set<Block*, BlockComparator>;
-
 struct Block {
   c10::DeviceIndex device;
   bool small;          // which pool it belongs to
@@ -59,12 +59,154 @@ struct Block {
   Block* next = nullptr;
 };
 
-bool BlockComparator::operator()(const Block* a, const Block* b) const {
-  if (a->size != b->size) {
-    return a->size < b->size;
+// The free blocks of one pool, in best-fit order: by size, then address (the
+// CUDA caching allocator's order, so that which block a request gets does not
+// depend on how the pool stores them). Blocks up to kBucketedMax (every block
+// of the small pool, which serves the commonest requests) sit in one bucket
+// per size, with a bitmap of the buckets that hold any: finding the best fit
+// is a scan of at most 64 words, and taking or returning a block allocates
+// nothing. Larger blocks are few and sit in an ordered set.
+class BlockPool {
+ public:
+  // The best-fitting free block of at least `size` bytes (a multiple of
+  // kMinBlockSize), removed from the pool; nullptr if none is large enough.
+  Block* take(size_t size) {
+    if (size <= kBucketedMax) {
+      const size_t index = first_nonempty_from(bucket_of(size));
+      if (index < kBuckets) {
+        auto& bucket = buckets_[index];
+        Block* block = bucket.back(); // the lowest address
+        bucket.pop_back();
+        if (bucket.empty()) {
+          mark_empty(index);
+        }
+        return block;
+      }
+    }
+    auto it = size <= kBucketedMax ? large_.begin() : large_.lower_bound(size);
+    if (it == large_.end()) {
+      return nullptr;
+    }
+    Block* block = *it;
+    large_.erase(it);
+    return block;
   }
-  return a->ptr < b->ptr;
-}
+
+  void insert(Block* block) {
+    if (block->size > kBucketedMax) {
+      large_.insert(block);
+      return;
+    }
+    const size_t index = bucket_of(block->size);
+    auto& bucket = buckets_[index];
+    bucket.insert(std::lower_bound(bucket.begin(), bucket.end(), block, higher_address), block);
+    nonempty_[index / 64] |= uint64_t{1} << (index % 64);
+    nonempty_words_ |= uint64_t{1} << (index / 64);
+  }
+
+  void erase(Block* block) {
+    if (block->size > kBucketedMax) {
+      large_.erase(block);
+      return;
+    }
+    const size_t index = bucket_of(block->size);
+    auto& bucket = buckets_[index];
+    auto it = std::lower_bound(bucket.begin(), bucket.end(), block, higher_address);
+    TORCH_INTERNAL_ASSERT(it != bucket.end() && *it == block, "neuron: a free block is missing from its pool");
+    bucket.erase(it);
+    if (bucket.empty()) {
+      mark_empty(index);
+    }
+  }
+
+  // Removes the blocks for which `remove` holds and returns them.
+  template <class Predicate>
+  std::vector<Block*> remove_if(Predicate remove) {
+    std::vector<Block*> removed;
+    for (size_t index = 0; index < buckets_.size(); ++index) {
+      auto& bucket = buckets_[index];
+      for (Block* block : bucket) {
+        if (remove(block)) {
+          removed.push_back(block);
+        }
+      }
+      std::erase_if(bucket, remove);
+      if (bucket.empty()) {
+        mark_empty(index);
+      }
+    }
+    for (auto it = large_.begin(); it != large_.end();) {
+      if (remove(*it)) {
+        removed.push_back(*it);
+        it = large_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return removed;
+  }
+
+ private:
+  static constexpr size_t kBucketedMax = kSmallBuffer; // a whole small segment
+  static constexpr size_t kBuckets = kBucketedMax / kMinBlockSize;
+
+  static size_t bucket_of(size_t size) {
+    return size / kMinBlockSize - 1;
+  }
+
+  // The first non-empty bucket at or after `index`; kBuckets if none. Two
+  // bitmap levels: a bit per bucket, and a bit per word of those.
+  size_t first_nonempty_from(size_t index) const {
+    size_t word = index / 64;
+    const uint64_t bits = nonempty_[word] & (~uint64_t{0} << (index % 64));
+    if (bits != 0) {
+      return word * 64 + static_cast<size_t>(std::countr_zero(bits));
+    }
+    if (word + 1 == kWords) {
+      return kBuckets;
+    }
+    const uint64_t words = nonempty_words_ & (~uint64_t{0} << (word + 1));
+    if (words == 0) {
+      return kBuckets;
+    }
+    word = static_cast<size_t>(std::countr_zero(words));
+    return word * 64 + static_cast<size_t>(std::countr_zero(nonempty_[word]));
+  }
+
+  void mark_empty(size_t index) {
+    uint64_t& word = nonempty_[index / 64];
+    word &= ~(uint64_t{1} << (index % 64));
+    if (word == 0) {
+      nonempty_words_ &= ~(uint64_t{1} << (index / 64));
+    }
+  }
+
+  // Each bucket is ordered by descending address, so that the best block
+  // (the lowest address) is at the back.
+  static bool higher_address(const Block* a, const Block* b) {
+    return a->ptr > b->ptr;
+  }
+
+  struct BySizeThenAddress {
+    using is_transparent = void;
+    bool operator()(const Block* a, const Block* b) const {
+      return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+    }
+    bool operator()(const Block* a, size_t size) const {
+      return a->size < size;
+    }
+    bool operator()(size_t size, const Block* b) const {
+      return size < b->size;
+    }
+  };
+
+  std::vector<std::vector<Block*>> buckets_ = std::vector<std::vector<Block*>>(kBuckets);
+  static constexpr size_t kWords = kBuckets / 64;
+  static_assert(kWords <= 64, "one word of the second bitmap level per 64 buckets");
+  std::array<uint64_t, kWords> nonempty_{};
+  uint64_t nonempty_words_ = 0;
+  std::set<Block*, BySizeThenAddress> large_;
+};
 
 size_t round_size(size_t size) {
   return size < kMinBlockSize ? kMinBlockSize
@@ -112,7 +254,7 @@ class DeviceMemory {
       block = allocate_segment(size, small, requested);
     }
     if (should_split(block, size)) {
-      auto* remainder = new Block{device_, small, block->size - size, 0, block->ptr + size};
+      Block* remainder = make_block(small, block->size - size, block->ptr + size);
       remainder->prev = block;
       remainder->next = block->next;
       if (remainder->next != nullptr) {
@@ -211,15 +353,17 @@ class DeviceMemory {
         stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)].current);
   }
 
+  // Adds `amount` to the aggregate statistic and to its pool's (written out:
+  // it runs nine times per allocate/free cycle).
   static void update(StatArray& array, bool small, int64_t amount) {
-    for (size_t type : {static_cast<size_t>(StatType::AGGREGATE),
-                        static_cast<size_t>(small ? StatType::SMALL_POOL
-                                                  : StatType::LARGE_POOL)}) {
-      if (amount >= 0) {
-        array[type].increase(static_cast<size_t>(amount));
-      } else {
-        array[type].decrease(static_cast<size_t>(-amount));
-      }
+    Stat& aggregate = array[static_cast<size_t>(StatType::AGGREGATE)];
+    Stat& pool = array[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)];
+    if (amount >= 0) {
+      aggregate.increase(static_cast<size_t>(amount));
+      pool.increase(static_cast<size_t>(amount));
+    } else {
+      aggregate.decrease(static_cast<size_t>(-amount));
+      pool.decrease(static_cast<size_t>(-amount));
     }
   }
 
@@ -237,13 +381,10 @@ class DeviceMemory {
   }
 
   Block* take_free_block(BlockPool& pool, size_t size) {
-    Block key{device_, false, size, 0, nullptr};
-    auto it = pool.lower_bound(&key);
-    if (it == pool.end()) {
+    Block* block = pool.take(size);
+    if (block == nullptr) {
       return nullptr;
     }
-    Block* block = *it;
-    pool.erase(it);
     if (block->prev != nullptr || block->next != nullptr) {
       update(stats_.inactive_split, block->small, -1);
       update(stats_.inactive_split_bytes, block->small, -static_cast<int64_t>(block->size));
@@ -294,7 +435,27 @@ class DeviceMemory {
     if (!small && size >= kMinLargeAlloc) {
       stats_.oversize_segments.increase(1);
     }
-    return new Block{device_, small, bytes, 0, static_cast<char*>(ptr)};
+    return make_block(small, bytes, static_cast<char*>(ptr));
+  }
+
+  // Block records are reused: a split makes one and the merge at the next
+  // free drops it again, on every allocate/free cycle of a small tensor.
+  Block* make_block(bool small, size_t size, char* ptr) {
+    if (spare_blocks_.empty()) {
+      return new Block{device_, small, size, 0, ptr};
+    }
+    Block* block = spare_blocks_.back();
+    spare_blocks_.pop_back();
+    *block = Block{device_, small, size, 0, ptr};
+    return block;
+  }
+
+  void drop_block(Block* block) {
+    if (spare_blocks_.size() < kSpareBlocks) {
+      spare_blocks_.push_back(block);
+    } else {
+      delete block;
+    }
   }
 
   // Merges `neighbour` into `block` if it is free; returns the merged block.
@@ -311,7 +472,7 @@ class DeviceMemory {
       if (block->next != nullptr) {
         block->next->prev = neighbour;
       }
-      delete block;
+      drop_block(block);
       return neighbour;
     }
     block->size += neighbour->size;
@@ -319,27 +480,23 @@ class DeviceMemory {
     if (neighbour->next != nullptr) {
       neighbour->next->prev = block;
     }
-    delete neighbour;
+    drop_block(neighbour);
     return block;
   }
 
   // Returns whole free segments (blocks with no neighbours) to the host.
   void release_free_segments(BlockPool& pool) {
-    for (auto it = pool.begin(); it != pool.end();) {
-      Block* block = *it;
-      if (block->prev == nullptr && block->next == nullptr) {
-        update(stats_.segment, block->small, -1);
-        update(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
-        if (!block->small && block->size >= kMinLargeAlloc) {
-          stats_.oversize_segments.decrease(1);
-        }
-        stats_.num_device_free += 1;
-        std::free(block->ptr);
-        delete block;
-        it = pool.erase(it);
-      } else {
-        ++it;
+    const auto whole_segments =
+        pool.remove_if([](const Block* block) { return block->prev == nullptr && block->next == nullptr; });
+    for (Block* block : whole_segments) {
+      update(stats_.segment, block->small, -1);
+      update(stats_.reserved_bytes, block->small, -static_cast<int64_t>(block->size));
+      if (!block->small && block->size >= kMinLargeAlloc) {
+        stats_.oversize_segments.decrease(1);
       }
+      stats_.num_device_free += 1;
+      std::free(block->ptr);
+      drop_block(block);
     }
   }
 
@@ -349,18 +506,26 @@ class DeviceMemory {
   BlockPool large_pool_;
   DeviceStats stats_;
   ska::flat_hash_map<void*, Block*> live_;
+  static constexpr size_t kSpareBlocks = 64;
+  std::vector<Block*> spare_blocks_;
 };
 
 class NeuronDeviceAllocator final : public c10::DeviceAllocator {
  public:
   DeviceMemory& memory(c10::DeviceIndex device) {
-    std::call_once(init_once_, [this] {
-      const auto count = device_count();
-      for (c10::DeviceIndex i = 0; i < count; ++i) {
-        devices_.push_back(std::make_unique<DeviceMemory>(i));
-      }
-    });
-    check_device_index(device);
+    if (!devices_ready_.load(std::memory_order_acquire)) {
+      std::call_once(init_once_, [this] {
+        const auto count = device_count();
+        for (c10::DeviceIndex i = 0; i < count; ++i) {
+          devices_.push_back(std::make_unique<DeviceMemory>(i));
+        }
+        devices_ready_.store(true, std::memory_order_release);
+      });
+    }
+    if (device < 0 || static_cast<size_t>(device) >= devices_.size()) {
+      check_device_index(device); // raises, naming the valid indices
+      TORCH_INTERNAL_ASSERT(false, "neuron: device index ", static_cast<int>(device), " passed the check");
+    }
     return *devices_[device];
   }
 
@@ -449,6 +614,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
 
  private:
   std::once_flag init_once_;
+  std::atomic<bool> devices_ready_{false}; // set once devices_ is filled
   std::vector<std::unique_ptr<DeviceMemory>> devices_;
 };
 

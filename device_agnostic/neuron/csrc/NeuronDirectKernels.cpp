@@ -107,24 +107,34 @@ void no_delete(void* /*unused*/) {}
 // those of a fresh CPU tensor made outside it.
 class ViewPool {
  public:
-  // A host view of `tensor` over its own host storage. `reuse`: outside
-  // inference mode.
-  at::Tensor take(const at::Tensor& tensor, bool reuse) {
-    auto* device_storage = tensor.storage().unsafeGetStorageImpl();
+  // A host view of `tensor` (whose storage is `device_storage`) over its own
+  // host storage. `reuse`: outside inference mode.
+  at::Tensor take(const at::Tensor& tensor, c10::StorageImpl* device_storage, bool reuse) {
     if (!reuse) {
       return host_view_over(tensor, host_storage_of(device_storage));
     }
+    // Any view of the dtype will do; one already over these bytes (a loop
+    // passing the same tensors call after call) needs only its geometry
+    // checked.
+    const void* data = device_storage->data();
+    size_t pick = free_.size();
     for (size_t i = free_.size(); i-- > 0;) {
       if (free_[i].dtype() != tensor.dtype()) {
         continue;
       }
-      at::Tensor view = std::move(free_[i]);
-      free_[i] = std::move(free_.back());
-      free_.pop_back();
-      refill(view, tensor, device_storage);
-      return view;
+      pick = i;
+      if (free_[i].unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl()->data() == data) {
+        break;
+      }
     }
-    return host_view_over(tensor, host_storage_of(device_storage));
+    if (pick == free_.size()) {
+      return host_view_over(tensor, host_storage_of(device_storage));
+    }
+    at::Tensor view = std::move(free_[pick]);
+    free_[pick] = std::move(free_.back());
+    free_.pop_back();
+    refill(view, tensor, device_storage);
+    return view;
   }
 
   void give_back(at::Tensor&& view, bool reuse) {
@@ -148,8 +158,10 @@ class ViewPool {
       storage->set_data_ptr_noswap(
           c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)));
     }
-    storage->set_nbytes(device_storage->nbytes());
-    if (view.sizes() == tensor.sizes() && view.strides() == tensor.strides()) {
+    if (storage->nbytes() != device_storage->nbytes()) {
+      storage->set_nbytes(device_storage->nbytes());
+    }
+    if (same(view.sizes(), tensor.sizes()) && same(view.strides(), tensor.strides())) {
       if (view.storage_offset() != tensor.storage_offset()) {
         impl->set_storage_offset(tensor.storage_offset());
       }
@@ -162,6 +174,20 @@ class ViewPool {
     if (view.is_neg() != tensor.is_neg()) {
       impl->_set_neg(tensor.is_neg());
     }
+  }
+
+  // IntArrayRef's operator== calls memcmp, a library call costlier than the
+  // comparison of a few sizes it does here.
+  static bool same(c10::IntArrayRef a, c10::IntArrayRef b) {
+    if (a.size() != b.size()) {
+      return false;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] != b[i]) {
+        return false;
+      }
+    }
+    return true;
   }
 
   static constexpr size_t kCapacity = 8;
@@ -283,7 +309,7 @@ class DirectCall {
     if (host_storage) {
       entry.view = host_view_over(tensor, std::move(host_storage));
     } else {
-      entry.view = pool_.take(tensor, reuse_views_);
+      entry.view = pool_.take(tensor, storage, reuse_views_);
       entry.pooled = true;
     }
     return entry.view;

@@ -633,7 +633,12 @@ class HostExecution {
         "for this operation.");
     auto* host_storage = host.storage().unsafeGetStorageImpl();
     check_supported_dtype(host.scalar_type());
-    if (host_storage->data_ptr().device().type() != kDeviceType) {
+    if (is_device_allocation(host_storage->data_ptr(), device)) {
+      // The common case: the kernel allocated it in device memory (a
+      // HostExecutionScope); only its tag changes.
+      host_storage->_mutable_data_ptr_no_checks().unsafe_set_device(c10::Device(kDeviceType, device));
+      host_storage->set_allocator(device_allocator());
+    } else if (host_storage->data_ptr().device().type() != kDeviceType) {
       const size_t nbytes = host_storage->nbytes();
       c10::DataPtr data = host_storage->set_data_ptr(
           c10::DataPtr(nullptr, c10::Device(c10::DeviceType::CPU)));
