@@ -8,6 +8,7 @@ subprocess with a timeout, so a deadlock fails instead of hanging the suite.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -292,6 +293,14 @@ def test_empty_cache_keeps_exactly_the_segments_of_live_tensors(fresh_allocator_
     assert reserved == 12 * MiB  # the small and the 14 MiB segments went back
 
 
+@dataclasses.dataclass
+class ModelBlock:
+    size: int
+    allocated: bool
+    small: bool  # which pool
+    segment: int  # the address of its segment
+
+
 class CachingAllocatorModel:
     """The CUDA caching allocator's block choice, as NeuronDeviceAllocator.cpp documents it: best
     fit in (size, address) order within the request's pool, a split when the remainder is worth
@@ -301,7 +310,7 @@ class CachingAllocatorModel:
 
     def __init__(self) -> None:
         self.free: dict[bool, set[tuple[int, int]]] = {True: set(), False: set()}  # (size, addr)
-        self.blocks: dict[int, list] = {}  # addr -> [size, allocated, small, segment base]
+        self.blocks: dict[int, ModelBlock] = {}  # by address
 
     @staticmethod
     def segment_size(size: int) -> int:
@@ -318,42 +327,46 @@ class CachingAllocatorModel:
         return min(fits)[1] if fits else None
 
     def place(self, nbytes: int, addr: int) -> None:
-        size, small = rounded(nbytes), rounded(nbytes) <= MiB
+        size = rounded(nbytes)
+        small = size <= MiB
         if self.predict(nbytes) is None:
-            self.blocks[addr] = [self.segment_size(size), False, small, addr]
+            self.blocks[addr] = ModelBlock(self.segment_size(size), False, small, addr)
         else:
-            self.free[small].remove((self.blocks[addr][0], addr))
+            self.free[small].remove((self.blocks[addr].size, addr))
         block = self.blocks[addr]
-        remaining = block[0] - size
+        remaining = block.size - size
         if remaining >= 512 if small else remaining > MiB:
-            self.blocks[addr + size] = [remaining, False, small, block[3]]
+            self.blocks[addr + size] = ModelBlock(remaining, False, small, block.segment)
             self.free[small].add((remaining, addr + size))
-            block[0] = size
-        block[1] = True
+            block.size = size
+        block.allocated = True
+
+    def _free_neighbour(self, addr: int, segment: int) -> ModelBlock | None:
+        block = self.blocks.get(addr)
+        return block if block and not block.allocated and block.segment == segment else None
 
     def release(self, addr: int) -> None:
         block = self.blocks[addr]
-        block[1] = False
-        small, base = block[2], block[3]
-        following = addr + block[0]
-        if following in self.blocks and not self.blocks[following][1] and self.blocks[following][3] == base:
-            self.free[small].remove((self.blocks[following][0], following))
-            block[0] += self.blocks.pop(following)[0]
-        previous = next(
-            (a for a, b in self.blocks.items() if b[3] == base and a + b[0] == addr and not b[1]), None
-        )
-        if previous is not None:
-            self.free[small].remove((self.blocks[previous][0], previous))
-            self.blocks[previous][0] += self.blocks.pop(addr)[0]
-            addr = previous
-        self.free[small].add((self.blocks[addr][0], addr))
+        block.allocated = False
+        following = addr + block.size
+        if neighbour := self._free_neighbour(following, block.segment):
+            self.free[block.small].remove((neighbour.size, following))
+            block.size += self.blocks.pop(following).size
+        previous = next((a for a, b in self.blocks.items() if a + b.size == addr), None)
+        if previous is not None and (neighbour := self._free_neighbour(previous, block.segment)):
+            self.free[block.small].remove((neighbour.size, previous))
+            neighbour.size += self.blocks.pop(addr).size
+            addr, block = previous, neighbour
+        self.free[block.small].add((block.size, addr))
 
     def inactive_split(self) -> int:
         """Free blocks that share their segment with another block."""
         per_segment: dict[int, int] = {}
         for block in self.blocks.values():
-            per_segment[block[3]] = per_segment.get(block[3], 0) + 1
-        return sum(1 for b in self.blocks.values() if not b[1] and per_segment[b[3]] > 1)
+            per_segment[block.segment] = per_segment.get(block.segment, 0) + 1
+        return sum(
+            1 for b in self.blocks.values() if not b.allocated and per_segment[b.segment] > 1
+        )
 
 
 REPLAY_SCRIPT = """
@@ -390,8 +403,10 @@ def test_blocks_are_chosen_best_fit_by_size_then_address_as_the_cuda_allocator_d
             ops.append(["free", live.pop(rng.randrange(len(live))), 0])
             continue
         kind = rng.random()
-        if kind < 0.5:
-            nbytes = rng.choice([512, 4096, 4000, 65536]) if rng.random() < 0.5 else rng.randint(1, 64 * 1024)
+        if kind < 0.25:  # sizes that repeat: several free blocks of one size, ordered by address
+            nbytes = rng.choice([512, 4096, 4000, 65536])
+        elif kind < 0.5:
+            nbytes = rng.randint(1, 64 * 1024)
         elif kind < 0.8:
             nbytes = rng.randint(64 * 1024, MiB)
         else:
@@ -401,14 +416,18 @@ def test_blocks_are_chosen_best_fit_by_size_then_address_as_the_cuda_allocator_d
         next_key += 1
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_")}
     result = subprocess.run(
-        [sys.executable, "-c", REPLAY_SCRIPT], input=json.dumps(ops), env=env,
-        capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
+        [sys.executable, "-c", REPLAY_SCRIPT],
+        input=json.dumps(ops),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT_S,
     )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
 
-    model, addresses, mismatches, served_from_cache = CachingAllocatorModel(), iter(report["addresses"]), [], 0
-    key_addr: dict[int, int] = {}
+    model, addresses = CachingAllocatorModel(), iter(report["addresses"])
+    mismatches, served_from_cache, key_addr = [], 0, {}
     for step, (op, key, nbytes) in enumerate(ops):
         if op == "free":
             model.release(key_addr.pop(key))
@@ -417,12 +436,14 @@ def test_blocks_are_chosen_best_fit_by_size_then_address_as_the_cuda_allocator_d
         if predicted is not None:
             served_from_cache += 1
             if predicted != actual:
-                mismatches.append(f"step {step}: {nbytes} bytes got {actual:#x}, the model says {predicted:#x}")
+                mismatches.append(
+                    f"step {step}: {nbytes} bytes got {actual:#x}, the model says {predicted:#x}"
+                )
         model.place(nbytes, actual)
         key_addr[key] = actual
     assert served_from_cache > 500, "the sequence should mostly reuse cached blocks"
     assert not mismatches, "\n".join(mismatches[:10])
-    segments = len({block[3] for block in model.blocks.values()})
+    segments = len({block.segment for block in model.blocks.values()})
     assert (report["inactive_split"], report["segments"]) == (model.inactive_split(), segments)
 
 

@@ -13,8 +13,8 @@ class NoSdist(sdist):
     def run(self) -> None:
         raise SystemExit(
             "da-conformance: no sdist: its sources are ../../conformance, outside this folder, "
-            "which an sdist cannot hold. Build the wheel instead: `pip wheel packaging/conformance` "
-            "or `python -m build --wheel packaging/conformance`."
+            "which an sdist cannot hold. Build the wheel instead: "
+            "`pip wheel packaging/conformance` or `python -m build --wheel packaging/conformance`."
         )
 
 
