@@ -74,6 +74,9 @@ PYBIND11_MODULE(_C, m) {
         "How many calls the boxed fallback ran on this thread (used by the tests).");
   m.def("_async_enabled", &async_enabled,
         "Whether work runs asynchronously on per-stream workers (NEURON_LAUNCH_BLOCKING=0).");
+  m.def("_empty_strided", &empty_strided_on_current_device, py::arg("size"), py::arg("stride"),
+        py::arg("dtype"),
+        "empty_strided on the current neuron device, without the dispatcher (inductor's buffers)");
   m.def("_drain_current_stream", [](int device) {
     drain_current_stream(static_cast<c10::DeviceIndex>(device));
   }, py::arg("device") = -1, py::call_guard<py::gil_scoped_release>(),

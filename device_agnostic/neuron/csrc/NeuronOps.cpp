@@ -65,6 +65,16 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            scalar_type);
 }
 
+} // namespace
+
+at::Tensor empty_strided_on_current_device(c10::IntArrayRef size, c10::IntArrayRef stride,
+                                           c10::ScalarType dtype) {
+  check_supported_dtype(dtype);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kNeuronKeys, dtype);
+}
+
+namespace {
+
 at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
                       std::optional<int64_t> storage_offset) {
   return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);

@@ -19,11 +19,16 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
+#include <c10/util/ArrayRef.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+
+namespace at {
+class Tensor;
+} // namespace at
 
 namespace neuron {
 
@@ -74,6 +79,11 @@ c10::DataPtr allocate_device_memory(c10::DeviceIndex device, size_t nbytes);
 // Allocates device memory of `device` but tags the DataPtr as CPU memory:
 // used while a CPU kernel runs on device memory (see host execution).
 c10::DataPtr allocate_for_host_execution(c10::DeviceIndex device, size_t nbytes);
+// torch.empty_strided(size, stride, dtype=dtype, device="neuron") without
+// the dispatcher (NeuronOps.cpp): the buffers of inductor's generated code
+// (compile.py), as torch._C._dynamo.guards._empty_strided_cpu is the CPU's.
+at::Tensor empty_strided_on_current_device(c10::IntArrayRef size, c10::IntArrayRef stride,
+                                           c10::ScalarType dtype);
 // True if the DataPtr is memory of `device` from the neuron device allocator.
 bool is_device_allocation(const c10::DataPtr& data_ptr, c10::DeviceIndex device);
 // Frees `ptr` if it is a live device block (of any device); false otherwise.
