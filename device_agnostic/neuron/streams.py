@@ -25,8 +25,9 @@ class Stream(torch.Stream):
     def __new__(cls, device: _DeviceLike = None, priority: int = 0, **kwargs: object) -> Stream:
         if kwargs:  # rebuilt from (stream_id, device_index, device_type)
             return super().__new__(cls, **kwargs)
-        return super().__new__(cls, device=torch.device("neuron", device_index(device)),
-                               priority=priority)
+        return super().__new__(
+            cls, device=torch.device("neuron", device_index(device)), priority=priority
+        )
 
     @property
     def priority(self) -> int:
