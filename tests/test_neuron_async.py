@@ -395,3 +395,106 @@ def test_a_meta_kernel_predicting_another_dtype_than_the_cpu_kernel_is_not_trust
     assert result["calls"] == [result["cpu"]] * 3, result
     assert result["cpu"] == ["torch.float16"] * 3
     assert result["same"] is True
+
+
+def test_meta_predictions_are_cached_per_argument_metadata_and_values():
+    # A Meta kernel can cost more than the call it describes (torch._refs in Python: about
+    # 100 us for an add): a trusted signature's prediction is cached by the arguments' full
+    # metadata and values. A custom operator whose Meta kernel (its fake) counts its calls shows
+    # when the Meta kernel runs; results stay right when a shape, an argument's value or the
+    # default dtype changes between calls.
+    result = run_async(
+        """
+        meta_calls = [0]
+
+        @torch.library.custom_op("dacheck::scaled", mutates_args=(), device_types="cpu")
+        def scaled(x: torch.Tensor, factor: float) -> torch.Tensor:
+            return x * factor
+
+        @scaled.register_fake
+        def _(x, factor):
+            meta_calls[0] += 1
+            return torch.empty_like(x)
+
+        stream = torch.accelerator.current_stream()
+
+        def deferred(call):
+            chain(6)  # pending work ahead: a deferred call leaves the stream busy
+            out = call()
+            pending = not stream.query()
+            torch.accelerator.synchronize()
+            return out, pending
+
+        counts, right, pending = [], True, []
+        for n, factor in [(4, 2.0), (4, 2.0), (4, 2.0), (4, 2.0), (5, 2.0), (5, 2.0), (4, 3.0)]:
+            out, was_deferred = deferred(lambda: scaled(torch.ones(n, device=D), factor))
+            counts.append(meta_calls[0])
+            pending.append(was_deferred)
+            right &= out.cpu().tolist() == [factor] * n
+
+        # Values that change the result's shape or dtype, alternating after the cache is warm.
+        x = torch.randn(1, 2, 3, 3)
+        shapes_right = True
+        for scale in [2.0, 3.0, 2.0, 3.0]:
+            got, _ = deferred(lambda: torch.nn.functional.interpolate(x.to(D), scale_factor=scale))
+            want = torch.nn.functional.interpolate(x, scale_factor=scale)
+            shapes_right &= got.shape == want.shape and torch.equal(got.cpu(), want)
+        for dim in [0, 1, 0, 1]:
+            got, _ = deferred(lambda: x.to(D).sum(dim))
+            shapes_right &= got.shape == x.sum(dim).shape
+        dtypes = []
+        whole = torch.arange(6)
+        for default in [torch.float32, torch.float16, torch.float32, torch.float16]:
+            torch.set_default_dtype(default)
+            got, _ = deferred(lambda: whole.to(D) / 4)
+            dtypes.append([str(got.dtype), str((whole / 4).dtype)])
+        torch.set_default_dtype(torch.float32)
+        report(counts=counts, pending=pending, right=right, shapes_right=shapes_right,
+               dtypes=dtypes)
+        """
+    )
+    # Unchecked (synchronous, checked against the CPU), trusted (Meta asked, cached), then the
+    # cache; a new shape or argument value asks the Meta kernel once more.
+    assert result["counts"] == [1, 2, 2, 2, 3, 3, 4], result
+    assert result["pending"] == [False] + [True] * 6, result
+    assert result["right"] is True
+    assert result["shapes_right"] is True
+    assert all(got == want for got, want in result["dtypes"]), result["dtypes"]
+    assert [got for got, _ in result["dtypes"]] == ["torch.float32", "torch.float16"] * 2
+
+
+def test_deferred_calls_keep_inference_mode_and_partial_overlap_raises_at_the_call():
+    # Once a signature is trusted its calls are deferred: the worker must write inference-mode
+    # results in inference mode (else the next synchronization fails with "Inplace update to
+    # inference tensor outside InferenceMode"), and an in-place call whose input partly overlaps
+    # the written tensor, which the CPU kernel refuses, must raise at the call as synchronously.
+    result = run_async(
+        """
+        stream = torch.accelerator.current_stream()
+        a, b = torch.ones(5, device=D), torch.ones(5, device=D)
+        for _ in range(3):  # unchecked, then trusted: add and add_ of two float tensors
+            (a + b).add_(b)
+        torch.accelerator.synchronize()
+
+        chain(6)
+        with torch.inference_mode():
+            r = a + b
+        inference_deferred = not stream.query()
+        inference_right = r.is_inference() and r.cpu().tolist() == [2.0] * 5
+
+        x = torch.arange(5.0).to(D)
+        chain(6)
+        try:
+            x[1:].add_(x[:-1])
+            overlap_error = None
+        except RuntimeError as error:
+            overlap_error = str(error).splitlines()[0]
+        torch.accelerator.synchronize()  # nothing deferred to fail here
+        report(inference_deferred=inference_deferred, inference_right=inference_right,
+               overlap_error=overlap_error, x=x.cpu().tolist())
+        """
+    )
+    assert result["inference_deferred"] is True
+    assert result["inference_right"] is True
+    assert result["overlap_error"] and "single memory location" in result["overlap_error"]
+    assert result["x"] == [0.0, 1.0, 2.0, 3.0, 4.0]  # refused before writing anything

@@ -31,6 +31,8 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/core/op_registration/op_registration.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -266,6 +268,39 @@ struct OperatorFacts {
   }
   mutable std::mutex trust_mutex;
   mutable std::unordered_map<std::string, MetaTrust> trust;
+
+  // What the Meta kernel predicted for one result.
+  struct Prediction {
+    bool tensor = false;  // a Tensor (else the call is not deferred)
+    bool defined = false;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    c10::Layout layout = c10::kStrided;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;
+    int64_t storage_offset = 0;
+  };
+  using Predictions = std::vector<Prediction>;
+
+  // The Meta kernel's predictions for a trusted signature, by the arguments'
+  // full metadata and values (OperatorCall::prediction_key). Asking it again
+  // costs as much as the call it describes and more: many Meta kernels are
+  // Python (torch._refs, about 100 us for an add), where this is a lookup.
+  // A Meta kernel is a function of that key (sizes, strides, dtypes, values
+  // of non-tensor arguments, the default dtype), so the cached answer is the
+  // answer. Bounded per operator: a loop over ever new shapes asks each time.
+  std::optional<Predictions> cached_prediction(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(trust_mutex);
+    auto it = predictions.find(key);
+    return it == predictions.end() ? std::nullopt : std::optional<Predictions>(it->second);
+  }
+  void cache_prediction(const std::string& key, const Predictions& value) const {
+    std::lock_guard<std::mutex> lock(trust_mutex);
+    if (predictions.size() < kMaxCachedPredictions) {
+      predictions.emplace(key, value);
+    }
+  }
+  static constexpr size_t kMaxCachedPredictions = 256;
+  mutable std::unordered_map<std::string, Predictions> predictions;
 
   explicit OperatorFacts(const c10::FunctionSchema& schema) {
     const auto& name = schema.name();
@@ -742,54 +777,38 @@ class HostExecution {
     if (trust == OperatorFacts::MetaTrust::kDistrusted) {
       return false;
     }
-    // Results' metadata from the Meta kernel, on meta twins of the arguments.
-    torch::jit::Stack meta_stack(stack_.begin() + static_cast<std::ptrdiff_t>(first_),
-                                 stack_.end());
-    for (auto& value : meta_stack) {
-      if (value.isTensor() && value.toTensor().defined() &&
-          value.toTensor().device().type() == kDeviceType) {
-        value = meta_twin(value.toTensor());
-      }
-    }
-    try {
-      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
-    } catch (const std::exception&) {
+    const auto predictions = predict_results(trust);
+    if (!predictions || predictions->size() != returns.size()) {
       return false; // no Meta kernel, or data-dependent: run synchronously
     }
-    if (meta_stack.size() != returns.size()) {
-      return false;
+    for (const auto& prediction : *predictions) {
+      if (!prediction.tensor) {
+        return false;
+      }
     }
     if (trust == OperatorFacts::MetaTrust::kUnchecked) {
       // Run this call synchronously and compare its results with the prediction.
-      for (const auto& value : meta_stack) {
-        if (!value.isTensor()) {
-          return false;
-        }
-      }
       predicted_.clear();
-      for (const auto& value : meta_stack) {
-        const auto& meta = value.toTensor();
-        predicted_.emplace_back(meta.defined() ? meta.scalar_type() : c10::ScalarType::Undefined,
-                                meta.defined() ? meta.sizes().vec() : std::vector<int64_t>{});
+      for (const auto& prediction : *predictions) {
+        predicted_.emplace_back(prediction.defined ? prediction.dtype : c10::ScalarType::Undefined,
+                                prediction.defined ? prediction.sizes : std::vector<int64_t>{});
       }
       signature_ = signature;
       return false;
     }
     std::vector<at::Tensor> results(returns.size());
     for (size_t j = 0; j < returns.size(); ++j) {
-      if (!meta_stack[j].isTensor()) {
-        return false;
-      }
-      const auto& meta = meta_stack[j].toTensor();
-      if (!meta.defined() || meta.layout() != c10::kStrided ||
-          !is_supported_dtype(meta.scalar_type())) {
+      const auto& prediction = (*predictions)[j];
+      if (!prediction.defined || prediction.layout != c10::kStrided ||
+          !is_supported_dtype(prediction.dtype)) {
         return false;
       }
       if (facts_.returns[j].aliased) {
         const auto& original = stack_[first_ + written_argument(j)].toTensor();
-        if (meta.sizes() != original.sizes() || meta.strides() != original.strides() ||
-            meta.storage_offset() != original.storage_offset() ||
-            meta.scalar_type() != original.scalar_type()) {
+        if (c10::IntArrayRef(prediction.sizes) != original.sizes() ||
+            c10::IntArrayRef(prediction.strides) != original.strides() ||
+            prediction.storage_offset != original.storage_offset() ||
+            prediction.dtype != original.scalar_type()) {
           return false; // the kernel would resize it: run synchronously
         }
         results[j] = original;
@@ -797,10 +816,10 @@ class HostExecution {
     }
     for (size_t j = 0; j < returns.size(); ++j) {
       if (!results[j].defined()) {
-        const auto& meta = meta_stack[j].toTensor();
+        const auto& prediction = (*predictions)[j];
         results[j] = at::empty_strided(
-            meta.sizes(), meta.strides(),
-            at::TensorOptions().dtype(meta.scalar_type()).device(kDeviceType, device_));
+            prediction.sizes, prediction.strides,
+            at::TensorOptions().dtype(prediction.dtype).device(kDeviceType, device_));
       }
     }
     // Host views of the arguments and of the new results, for the worker.
@@ -808,6 +827,7 @@ class HostExecution {
     auto work = std::make_shared<DeferredKernel>();
     work->op = op_;
     work->device = device_;
+    work->inference_mode = c10::InferenceMode::is_enabled();
     work->stack.assign(stack_.begin() + static_cast<std::ptrdiff_t>(first_), stack_.end());
     for (size_t j = 0; j < returns.size(); ++j) {
       if (!facts_.returns[j].aliased) {
@@ -823,6 +843,135 @@ class HostExecution {
       stack_.emplace_back(std::move(result));
     }
     return true;
+  }
+
+  // The results' metadata this call will have, from the cache of a trusted
+  // signature or from the Meta kernel on meta twins of the arguments; nullopt
+  // if the Meta kernel raises (none, or data-dependent).
+  std::optional<OperatorFacts::Predictions> predict_results(OperatorFacts::MetaTrust trust) const {
+    std::optional<std::string> key;
+    if (trust == OperatorFacts::MetaTrust::kTrusted) {
+      key = prediction_key();
+      if (key) {
+        if (auto cached = facts_.cached_prediction(*key)) {
+          return cached;
+        }
+      }
+    }
+    torch::jit::Stack meta_stack(stack_.begin() + static_cast<std::ptrdiff_t>(first_),
+                                 stack_.end());
+    for (auto& value : meta_stack) {
+      if (value.isTensor() && value.toTensor().defined() &&
+          value.toTensor().device().type() == kDeviceType) {
+        value = meta_twin(value.toTensor());
+      }
+    }
+    try {
+      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    OperatorFacts::Predictions predictions(meta_stack.size());
+    for (size_t j = 0; j < meta_stack.size(); ++j) {
+      auto& prediction = predictions[j];
+      prediction.tensor = meta_stack[j].isTensor();
+      if (!prediction.tensor || !meta_stack[j].toTensor().defined()) {
+        continue;
+      }
+      const auto& meta = meta_stack[j].toTensor();
+      prediction.defined = true;
+      prediction.dtype = meta.scalar_type();
+      prediction.layout = meta.layout();
+      if (meta.layout() == c10::kStrided) {
+        prediction.sizes = meta.sizes().vec();
+        prediction.strides = meta.strides().vec();
+        prediction.storage_offset = meta.storage_offset();
+      }
+    }
+    if (key) {
+      facts_.cache_prediction(*key, predictions);
+    }
+    return predictions;
+  }
+
+  // Everything a Meta kernel's answer can depend on: per argument, a neuron
+  // tensor's dtype, sizes, strides, offset and storage size, a Python
+  // number's dtype and value, the value of every other argument; and the
+  // default dtype (integer true division's result). nullopt for an argument
+  // kind it does not know: such calls ask the Meta kernel every time.
+  std::optional<std::string> prediction_key() const {
+    std::string key;
+    key.reserve(64);
+    const auto append = [&key](const auto& value) {
+      key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+    };
+    const auto append_ints = [&](c10::IntArrayRef values) {
+      append(values.size());
+      for (const int64_t value : values) {
+        append(value);
+      }
+    };
+    append(c10::typeMetaToScalarType(c10::get_default_dtype()));
+    const auto& arguments = schema_.arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      const auto& value = stack_[first_ + i];
+      if (value.isTensor()) {
+        const auto& tensor = value.toTensor();
+        if (!tensor.defined()) {
+          key += 'u';
+        } else if (tensor.is_cpu()) { // a Python number (try_enqueue admits no other)
+          key += 'w';
+          append(tensor.scalar_type());
+          key.append(static_cast<const char*>(tensor.const_data_ptr()), tensor.dtype().itemsize());
+        } else {
+          key += 't';
+          append(tensor.scalar_type());
+          append_ints(tensor.sizes());
+          append_ints(tensor.strides());
+          append(tensor.storage_offset());
+          append(tensor.storage().nbytes());
+        }
+      } else if (value.isNone()) {
+        key += 'n';
+      } else if (value.isDouble()) {
+        key += 'd';
+        append(value.toDouble());
+      } else if (value.isInt()) {
+        key += 'i';
+        append(value.toInt());
+      } else if (value.isBool()) {
+        key += 'b';
+        append(value.toBool());
+      } else if (value.isComplexDouble()) {
+        key += 'c';
+        append(value.toComplexDouble());
+      } else if (value.isString()) {
+        key += 's';
+        const auto& text = value.toStringRef();
+        append(text.size());
+        key += text;
+      } else if (value.isIntList()) {
+        key += 'I';
+        append_ints(value.toIntList().vec());
+      } else if (value.isDoubleList()) {
+        key += 'D';
+        const auto values = value.toDoubleList().vec();
+        append(values.size());
+        for (const double element : values) {
+          append(element);
+        }
+      } else if (value.isBoolList()) {
+        key += 'B';
+        const auto values = value.toBoolList().vec();
+        append(values.size());
+        for (const bool element : values) {
+          append(element);
+        }
+      } else {
+        return std::nullopt;
+      }
+    }
+    return key;
   }
 
   // The key of OperatorFacts::meta_trust: per argument, a tensor's dtype, a
@@ -894,7 +1043,7 @@ class HostExecution {
       }
       dtype = tensor.scalar_type();
       if (facts_.arguments[i].written &&
-          at::has_internal_overlap(tensor) != at::MemOverlap::No) {
+          (at::has_internal_overlap(tensor) != at::MemOverlap::No || overlaps_another(i))) {
         return false;
       }
     }
@@ -916,6 +1065,26 @@ class HostExecution {
       }
     }
     return true;
+  }
+
+  // Whether the written argument `written` partly overlaps another neuron
+  // tensor argument (`x[1:].add_(x[:-1])`): the CPU kernel refuses that, so
+  // the call must run here, where the error reaches the caller. The same
+  // memory exactly (`x.add_(x)`) is fine.
+  bool overlaps_another(size_t written) const {
+    const auto& target = stack_[first_ + written].toTensor();
+    for (size_t k = first_; k < stack_.size(); ++k) {
+      const auto& value = stack_[k];
+      if (k == first_ + written || !value.isTensor() || !value.toTensor().defined() ||
+          value.toTensor().device().type() != kDeviceType) {
+        continue;
+      }
+      const auto status = at::get_overlap_status(target, value.toTensor());
+      if (status == at::MemOverlapStatus::Partial || status == at::MemOverlapStatus::TooHard) {
+        return true;
+      }
+    }
+    return false;
   }
 
   static bool holds_tensor(const c10::IValue& list) {
@@ -966,8 +1135,15 @@ class HostExecution {
     torch::jit::Stack stack;
     std::vector<at::Tensor> outputs;
     HostViews views;
+    // The issuing thread's inference mode: its results (and their host views)
+    // are inference tensors, which only inference mode may write.
+    bool inference_mode = false;
 
     void run() {
+      std::optional<c10::InferenceMode> inference;
+      if (inference_mode) {
+        inference.emplace();
+      }
       HostExecutionScope scope(device);
       op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
       for (size_t j = 0; j < outputs.size() && j < stack.size(); ++j) {
