@@ -498,3 +498,38 @@ def test_deferred_calls_keep_inference_mode_and_partial_overlap_raises_at_the_ca
     assert result["inference_right"] is True
     assert result["overlap_error"] and "single memory location" in result["overlap_error"]
     assert result["x"] == [0.0, 1.0, 2.0, 3.0, 4.0]  # refused before writing anything
+
+
+def test_freeing_storage_waits_for_work_that_still_reads_it():
+    # FSDP2 frees an unsharded parameter between layers with untyped_storage().resize_(0) while
+    # the layer's kernels may still be queued. Queued kernels read through host views that keep
+    # the raw pointer, so freeing the bytes at once let an idle stream's next allocation reuse and
+    # overwrite them first (wrong FSDP2 results, 1 run in 8).
+    result = run_async(
+        """
+        side = torch.Stream(device=D)
+        x = torch.ones(1024, 1024, device=D)
+        for _ in range(3):  # trust the signatures used below
+            (x * 2).sum()
+            torch.full((1024, 1024), 7.0, device=D)
+        torch.accelerator.synchronize()
+        right = []
+        for _ in range(4):
+            x = torch.ones(1024, 1024, device=D)
+            torch.accelerator.synchronize()
+            chain(8)
+            doubled = x * 2  # queued behind the chain: reads x's bytes later
+            x.untyped_storage().resize_(0)
+            with side:  # idle: runs at once, and may get x's block
+                torch.full((1024, 1024), 7.0, device=D)
+            right.append(bool((doubled.cpu() == 2).all()))
+            torch.accelerator.synchronize()
+        grown = torch.ones(4, device=D)
+        chain(4)
+        grown.add_(1)
+        grown.resize_(1 << 20)  # a tensor's resize_ copies and frees the old bytes too
+        report(right=right, kept=grown[:4].cpu().tolist())
+        """
+    )
+    assert result["right"] == [True] * 4
+    assert result["kept"] == [2.0] * 4

@@ -79,6 +79,12 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t new_bytes) const override {
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
+    // Asynchronous mode: work queued on any stream may still read or write
+    // the old bytes through host views, which would outlive the memory freed
+    // here (FSDP2 frees and regrows parameters this way between layers).
+    if (async_enabled()) {
+      drain_device(impl->device().index());
+    }
     c10::DataPtr fresh = allocate_device_memory(impl->device().index(), new_bytes);
     const size_t kept = std::min(new_bytes, impl->nbytes());
     if (kept > 0) {

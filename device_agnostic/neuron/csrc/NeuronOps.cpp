@@ -92,7 +92,11 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::Int
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<c10::MemoryFormat> memory_format) {
   c10::DeviceGuard guard(self.device());
-  drain_current_stream(self.device().index()); // growing copies the old bytes
+  // Growing copies the old bytes and frees them, which work queued on any
+  // stream may still use through host views: wait for the device.
+  if (async_enabled()) {
+    drain_device(self.device().index());
+  }
   return at::native::resize_(self, size, memory_format);
 }
 
