@@ -63,8 +63,8 @@ struct Block {
 // CUDA caching allocator's order, so that which block a request gets does not
 // depend on how the pool stores them). Blocks up to kBucketedMax (every block
 // of the small pool, which serves the commonest requests) sit in one bucket
-// per size, with a bitmap of the buckets that hold any: finding the best fit
-// is a scan of at most 64 words, and taking or returning a block allocates
+// per size, under a two-level bitmap of the buckets that hold any: finding the
+// best fit is two bit scans, and taking or returning a block allocates
 // nothing. Larger blocks are few and sit in an ordered set.
 class BlockPool {
  public:
