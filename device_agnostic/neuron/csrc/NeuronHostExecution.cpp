@@ -283,8 +283,9 @@ struct OperatorFacts {
 
   // The Meta kernel's predictions for a trusted signature, by the arguments'
   // full metadata and values (OperatorCall::prediction_key). Asking it again
-  // costs as much as the call it describes and more: many Meta kernels are
-  // Python (torch._refs, about 100 us for an add), where this is a lookup.
+  // costs far more than the call it describes: many Meta kernels are Python
+  // (torch._refs: `z * 0.5 + y` on 1e3 elements took 0.5 ms of Python, about
+  // 250 us per operator, seen with cProfile), where this is a lookup.
   // A Meta kernel is a function of that key (sizes, strides, dtypes, values
   // of non-tensor arguments, the default dtype), so the cached answer is the
   // answer. Bounded per operator: a loop over ever new shapes asks each time.
