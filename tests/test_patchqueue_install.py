@@ -129,11 +129,14 @@ def test_one_offline_install_checks_the_series_without_torch(wheel: Path, tmp_pa
     bin_dir = clean_venv(tmp_path)
     pip_install(bin_dir, "--no-index", wheel)
     env = clean_env(bin_dir)
-    probe = "import importlib.util as u; print(u.find_spec('torch'), u.find_spec('device_agnostic'))"
+    probe = "import importlib.util as u; print(*map(u.find_spec, ('torch', 'device_agnostic')))"
     assert ok(run([bin_dir / "python", "-I", "-c", probe], tmp_path, env)).stdout == "None None\n"
     # A wheel installed away from a clone names the series it checks.
-    checked = run([bin_dir / "da-patches", "--series", REPO / "patches", "check",
-                   installed_torch()], tmp_path, env)  # fmt: skip
+    checked = run(
+        [bin_dir / "da-patches", "--series", REPO / "patches", "check", installed_torch()],
+        tmp_path,
+        env,
+    )
     names = [n for n in (REPO / "patches" / "series").read_text().split() if n.endswith(".patch")]
     assert ok(checked).stdout.splitlines()[-1] == (
         f"{len(names)} patches: {len(names)} apply, 0 already applied, 0 conflict"
@@ -148,6 +151,7 @@ def test_editable_install_from_a_clone_reads_its_series_from_anywhere(tmp_path: 
     pip_install(bin_dir, "--no-deps", "-e", src / "packaging" / "patch-queue")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    status = ok(run([bin_dir / "da-patches", "status", installed_torch()], elsewhere,
-                    clean_env(bin_dir))).stdout  # fmt: skip
+    status = ok(
+        run([bin_dir / "da-patches", "status", installed_torch()], elsewhere, clean_env(bin_dir))
+    ).stdout
     assert "not applied" in status and "0000-" in status, status
