@@ -74,6 +74,45 @@ def test_cli_select_ignore_exclude(tmp_path: Path, capsys) -> None:
     assert rules("--exclude", "gen") == ["DA101", "DA102", "DA103"]
 
 
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+def test_an_unknown_rule_id_is_a_usage_error_with_a_suggestion(
+    tmp_path: Path, capsys, option: str
+) -> None:
+    """A typo in --select used to turn every rule off ("All checks passed.", exit 0)."""
+    (tmp_path / "m.py").write_text("x.cuda()\n")
+    assert main([str(tmp_path), option, "DA102,DA1O3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{option}: unknown rule id 'DA1O3' (did you mean DA103?)" in captured.err
+    assert "DA101, DA102" in captured.err and "DA904" in captured.err
+    assert main([str(tmp_path), option, "E501"]) == 2
+    assert "'E501';" in capsys.readouterr().err  # nothing near: no suggestion
+    assert main([str(tmp_path), option, "da1,DA9"]) in (0, 1)  # prefixes, any case
+
+
+def test_an_unknown_rule_id_in_pyproject_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.device-agnostic.scan]\nselect = ["DA10"]\n')
+    (tmp_path / "m.py").write_text("x.cuda()\n")
+    assert main([str(tmp_path)]) == 1
+    capsys.readouterr()
+    (tmp_path / "pyproject.toml").write_text('[tool.device-agnostic.scan]\nignore = ["DA1022"]\n')
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: [tool.device-agnostic.scan] ignore: unknown rule id 'DA1022'" in err
+    assert "did you mean DA102" in err
+
+
+def test_version_matches_the_distribution(capsys) -> None:
+    import tomllib
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    version = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert capsys.readouterr().out == f"da-scan {version}\n"
+
+
 def test_pyproject_configuration_applies(tmp_path: Path, capsys) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.device-agnostic.scan]\nignore = ["DA101"]\nexclude = ["gen"]\n'

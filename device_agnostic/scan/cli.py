@@ -13,7 +13,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from .config import Config, ConfigError, load_config
+from . import __version__
+from .config import Config, ConfigError, load_config, unknown_rule_ids
 from .discover import discover
 from .engine import INPUT_DIAGNOSTICS
 from .explain import main as explain_main
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"rules:\n{rules}\ninputs:\n{inputs}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"da-scan {__version__}")
     parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--select", type=_csv, help="comma-separated ids or prefixes")
@@ -102,6 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"da-scan: {exc}", file=sys.stderr)
         return 2
+    for option, entries in (("--select", args.select), ("--ignore", args.ignore)):
+        error = unknown_rule_ids(entries or [], option)
+        if error:
+            print(f"da-scan: {error}", file=sys.stderr)
+            return 2
     if args.select is not None:
         config.select = args.select
     config.ignore += args.ignore

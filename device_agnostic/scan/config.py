@@ -13,13 +13,19 @@ the configured list; ``--ignore`` and ``--exclude`` add to it.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .engine import INPUT_DIAGNOSTICS
 from .rules import ALL_RULES, Rule
 from .versions import parse_version
+
+# Every id select/ignore may name (rules and input diagnostics); an entry is valid when it is
+# one of them or a prefix of one ("DA1", "DA9").
+KNOWN_IDS: tuple[str, ...] = (*(rule.id for rule in ALL_RULES), *INPUT_DIAGNOSTICS)
 
 
 class ConfigError(ValueError):
@@ -51,6 +57,38 @@ class Config:
             for rule in rules
             if self.enabled(rule.id) and (not rule.opt_in or rule.id in named)
         ]
+
+
+def unknown_rule_ids(entries: Iterable[str], where: str) -> str:
+    """The error for the entries of ``where`` (``--select``, a pyproject key) that name no rule,
+    or "". A typo must not pass silently: an unknown id in ``select`` would turn every rule off
+    and report "All checks passed." (a CI check that can no longer fail)."""
+    problems = []
+    for entry in entries:
+        upper = entry.upper()
+        if any(known.startswith(upper) for known in KNOWN_IDS):
+            continue
+        close = _near_misses(upper)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        problems.append(f"{entry!r}{hint}")
+    if not problems:
+        return ""
+    return (
+        f"{where}: unknown rule id {', '.join(problems)}; the known ids are "
+        f"{', '.join(KNOWN_IDS)} (or a prefix of them, such as DA1)"
+    )
+
+
+def _near_misses(entry: str) -> list[str]:
+    """The known ids ``entry`` most likely meant: a letter typed for a digit (``DA1O1``) first,
+    then the closest spellings (difflib), best first, ties in id order."""
+    head, tail = entry[:2], entry[2:]
+    digits = tail.translate(str.maketrans("OILS", "0115"))
+    if digits != tail and any(known.startswith(head + digits) for known in KNOWN_IDS):
+        return [head + digits]
+    scored = [(difflib.SequenceMatcher(None, entry, known).ratio(), known) for known in KNOWN_IDS]
+    best = sorted((s for s in scored if s[0] >= 0.7), key=lambda s: -s[0])
+    return [known for _, known in best[:3]]
 
 
 def _longest_prefix(rule_id: str, prefixes: Iterable[str]) -> int:
@@ -91,6 +129,10 @@ def load_config(start: str) -> Config:
             raise ConfigError(
                 f"{path}: [tool.device-agnostic.scan] {key} must be a list of strings"
             )
+        if key != "exclude":
+            error = unknown_rule_ids(value, f"{path}: [tool.device-agnostic.scan] {key}")
+            if error:
+                raise ConfigError(error)
         setattr(config, key, list(value))
     if "torch-version" in table:
         try:
