@@ -10,11 +10,12 @@ rest still runs and is reported). With --fix: 0 when nothing is left, 1 when fin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .config import Config, ConfigError, load_config, unknown_rule_ids
+from .config import Config, ConfigError, load_config, parse_size, unknown_rule_ids
 from .discover import discover
 from .engine import INPUT_DIAGNOSTICS
 from .explain import main as explain_main
@@ -58,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--torch-version",
         metavar="X.Y",
         help="the oldest torch the code supports: rewrites that need a newer one are not offered",
+    )
+    parser.add_argument(
+        "--max-file-size",
+        metavar="BYTES",
+        help="skip (DA905) files larger than this, such as 2M; 0: no limit (default 2M)",
+    )
+    parser.add_argument(
+        "--max-line-length",
+        metavar="BYTES",
+        help="skip (DA905) files with a longer line (generated data); 0: no limit (default 20000)",
     )
     parser.add_argument("--jobs", "-j", type=int, default=0, help="processes (default: cores)")
     parser.add_argument("--output", "-o", help="write the report to this file")
@@ -119,10 +130,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"da-scan: --{exc}", file=sys.stderr)
             return 2
+    for option, value, field_name in (
+        ("--max-file-size", args.max_file_size, "max_bytes"),
+        ("--max-line-length", args.max_line_length, "max_line"),
+    ):
+        if value is not None:
+            try:
+                config.limits = dataclasses.replace(
+                    config.limits, **{field_name: parse_size(value)}
+                )
+            except ValueError as exc:
+                print(f"da-scan: {option}: {exc}", file=sys.stderr)
+                return 2
 
     found = discover(args.paths, config.exclude)
     rule_ids = [rule.id for rule in config.rules()]
-    findings = found.errors + scan_files(found.files, rule_ids, args.jobs)
+    findings = found.errors + scan_files(found.files, rule_ids, args.jobs, config.limits)
     findings = limit([f for f in findings if _reported(f.rule, config)], config.torch_version)
     run = None
     if args.fix or args.diff:

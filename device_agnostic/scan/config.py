@@ -6,6 +6,8 @@
     select = ["DA1"]          # ids or id prefixes; default: every rule
     ignore = ["DA109"]
     exclude = ["third_party", "tests/fixtures/*"]
+    max-file-size = 2097152   # bytes; a larger file is skipped (DA905), 0: no limit
+    max-line-length = 20000   # bytes; a file with a longer line is skipped (DA905), 0: no limit
 
 The file is looked for upward from the first path scanned. Command-line ``--select`` replaces
 the configured list; ``--ignore`` and ``--exclude`` add to it.
@@ -13,13 +15,14 @@ the configured list; ``--ignore`` and ``--exclude`` add to it.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .engine import INPUT_DIAGNOSTICS
+from .engine import DEFAULT_LIMITS, INPUT_DIAGNOSTICS, Limits
 from .rules import ALL_RULES, Rule
 from .versions import parse_version
 
@@ -39,6 +42,7 @@ class Config:
     exclude: list[str] = field(default_factory=list)
     source: str | None = None
     torch_version: tuple[int, int] | None = None  # the oldest torch the project supports
+    limits: Limits = DEFAULT_LIMITS  # files and lines larger than these are skipped, not parsed
 
     def enabled(self, rule_id: str) -> bool:
         """Whether ``rule_id`` is reported: selected (or no selection) and not ignored; the
@@ -96,6 +100,24 @@ def _longest_prefix(rule_id: str, prefixes: Iterable[str]) -> int:
     return max(lengths, default=-1)
 
 
+_LIMIT_KEYS = {"max-file-size": "max_bytes", "max-line-length": "max_line"}
+
+
+def parse_size(value: object) -> int:
+    """A byte count: an integer, or a string such as "4M", "500k" (powers of 1024); 0 is no
+    limit. ValueError on anything else."""
+    if isinstance(value, bool):
+        raise ValueError(f'expected a number of bytes (such as 2097152 or "2M"), got {value!r}')
+    if isinstance(value, int) and value >= 0:
+        return value
+    text = str(value).strip().lower()
+    scale = {"k": 1024, "m": 1024**2, "g": 1024**3}.get(text[-1:], 1)
+    number = text[:-1] if scale > 1 else text
+    if isinstance(value, str) and number.isdigit():
+        return int(number) * scale
+    raise ValueError(f'expected a number of bytes (such as 2097152 or "2M"), got {value!r}')
+
+
 def find_pyproject(start: str) -> str | None:
     """The nearest pyproject.toml at or above ``start`` (a file or a directory)."""
     directory = os.path.abspath(start)
@@ -139,7 +161,15 @@ def load_config(start: str) -> Config:
             config.torch_version = parse_version(table["torch-version"])
         except ValueError as exc:
             raise ConfigError(f"{path}: [tool.device-agnostic.scan] {exc}") from None
-    unknown = set(table) - {"select", "ignore", "exclude", "torch-version"}
+    sizes = {}
+    for key, field_name in _LIMIT_KEYS.items():
+        if key in table:
+            try:
+                sizes[field_name] = parse_size(table[key])
+            except ValueError as exc:
+                raise ConfigError(f"{path}: [tool.device-agnostic.scan] {key}: {exc}") from None
+    config.limits = Limits(**{**dataclasses.asdict(config.limits), **sizes})
+    unknown = set(table) - {"select", "ignore", "exclude", "torch-version", *_LIMIT_KEYS}
     if unknown:
         raise ConfigError(f"{path}: [tool.device-agnostic.scan] unknown keys: {sorted(unknown)}")
     return config
