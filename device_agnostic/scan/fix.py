@@ -26,6 +26,7 @@ from itertools import repeat
 from .engine import scan_source
 from .parallel import default_jobs
 from .rules import SAFE, Finding, Rule
+from .rules.cuda_api import review_mocked
 from .versions import limit
 
 # Rules with a rewrite for at least some uses (fix_edits.FIXABLE_RULES; repeated here so that
@@ -61,6 +62,7 @@ class Keep:
 
     rule_ids: frozenset[str]
     torch_version: tuple[int, int] | None = None  # rewrites newer than this are not offered
+    mocked: frozenset[str] = frozenset()  # torch.cuda names a test in the scan mocks: review
 
     def __call__(self, finding: Finding) -> bool:
         return finding.rule in self.rule_ids
@@ -103,6 +105,7 @@ def fix_source(
     """Fix the source ``data`` of ``path`` in memory. ``keep`` filters the findings as the
     report does (select/ignore), so an ignored rule is never fixed."""
     findings = [f for f in scan_source(path, data, rules) if keep(f)]
+    findings = review_mocked(findings, getattr(keep, "mocked", frozenset()))
     findings = limit(findings, getattr(keep, "torch_version", None))
     result = FileFix(path, data, data, remaining=findings)
     todo = [f for f in findings if fixable(f, unsafe)]
@@ -122,6 +125,7 @@ def fix_source(
         result.error = f"not fixed: the rewrite would not compile ({why})"
         return result
     remaining = [f for f in scan_source(path, after, rules) if keep(f)]
+    remaining = review_mocked(remaining, getattr(keep, "mocked", frozenset()))
     if len(remaining) > len(findings) - len(applied):
         result.error = "not fixed: the rewrite did not remove the findings it was for"
         return result

@@ -48,18 +48,26 @@ class DotCudaCall(Rule):
             return
         safety = SAFE if not node.args and not node.keywords else REVIEW
         receiver = ast.unparse(func.value)
+        message = "`.cuda()` works on CUDA only; use `.to(<accelerator>)`"
         target = "torch.accelerator.current_accelerator()"
-        if node.args:  # .cuda(device): the accelerator's device with that index
-            target = f"torch.device({ACCELERATOR_TYPE}, {ast.unparse(node.args[0])})"
+        if node.args:
+            # By the argument's kind, so that the rewrite is `.cuda(arg)` on CUDA: an index
+            # literal becomes the accelerator's device with that index; anything else (a
+            # torch.device, a string, an index in a variable) is what `.to()` takes as it is
+            # (`torch.device(type, <a torch.device>)` would raise a TypeError on CUDA itself).
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and type(arg.value) is int:
+                target = f"torch.device({ACCELERATOR_TYPE}, {arg.value})"
+            else:
+                target = ast.unparse(arg)
+                message += (
+                    " (review: `.to(arg)` is `.cuda(arg)` on CUDA for an index, a device or a "
+                    "string; a None, which `.cuda()` reads as the current device, leaves it "
+                    "where it is)"
+                )
         args = [target, *(ast.unparse(kw) for kw in node.keywords)]
         replacement = f"{receiver}.to({', '.join(args)})"
-        yield ctx.finding(
-            self,
-            node,
-            "`.cuda()` works on CUDA only; use `.to(<accelerator>)`",
-            replacement,
-            safety,
-        )
+        yield ctx.finding(self, node, message, replacement, safety)
 
 
 class CudaDeviceLiteral(Rule):
@@ -96,9 +104,16 @@ class CudaDeviceLiteral(Rule):
         "the same device on CUDA and the right one everywhere else."
     )
     fix_safety = SAFE
-    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return, ast.Dict)
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return, ast.Dict, ast.IfExp)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.IfExp):
+            # The switch wherever it stands (``run(model, "cuda" if ... else "cpu")``): it can
+            # only be a device. Places seen first (a ``device=``) have claimed it already.
+            switch = switch_finding(self, node, ctx)
+            if switch is not None:
+                yield switch
+            return
         if isinstance(node, ast.Dict):  # a config: {"device": "cuda"}
             values = [
                 v
@@ -152,21 +167,9 @@ class CudaDeviceLiteral(Rule):
 
     def _report(self, values: list[ast.expr], ctx: Context, safety: str) -> Iterator[Finding]:
         for value in values:
-            switch = _cuda_else_cpu(value, ctx)
-            if switch is not None and id(value) not in ctx.claimed:
-                # The device switch of most CUDA-first code, rewritten whole: same str on CUDA
-                # and without an accelerator, the current accelerator's type elsewhere.
-                guard = value.test if isinstance(value.test, ast.Call) else value.test.operand
-                literals = [id(literal) for literal in _device_literals(value)]
-                ctx.claimed.update([id(value), id(guard), id(guard.func), *literals])
-                yield ctx.finding(
-                    self,
-                    value,
-                    'device "cuda" if CUDA is available, else "cpu": use the current '
-                    'accelerator, or "cpu"',
-                    _switch_replacement(switch),
-                    SAFE,
-                )
+            switch = switch_finding(self, value, ctx)
+            if switch is not None:
+                yield switch
                 continue
             for literal in _device_literals(value):
                 if id(literal) in ctx.claimed:
@@ -187,6 +190,26 @@ class CudaDeviceLiteral(Rule):
                     # and two rewrites of one span cannot both apply
                     REVIEW if nested else safety,
                 )
+
+
+def switch_finding(rule: Rule, value: ast.expr, ctx: Context) -> Finding | None:
+    """The finding for ``"cuda" if torch.cuda.is_available() else "cpu"`` (``value``), which is
+    rewritten whole, its guard and literal claimed together: the device switch of most CUDA-first
+    code, the same str on CUDA and without an accelerator, the current accelerator's type
+    elsewhere. None for any other expression (or one already reported)."""
+    switch = _cuda_else_cpu(value, ctx)
+    if switch is None or id(value) in ctx.claimed:
+        return None
+    guard = value.test if isinstance(value.test, ast.Call) else value.test.operand
+    literals = [id(literal) for literal in _device_literals(value)]
+    ctx.claimed.update([id(value), id(guard), id(guard.func), *literals])
+    return ctx.finding(
+        rule,
+        value,
+        'device "cuda" if CUDA is available, else "cpu": use the current accelerator, or "cpu"',
+        _switch_replacement(switch),
+        SAFE,
+    )
 
 
 CUDA_ELSE_CPU = (
@@ -282,7 +305,8 @@ def _in_device_function(node: ast.Return, ctx: Context) -> bool:
 
 
 class CudaDefaultArgument(Rule):
-    """A parameter whose default is a "cuda" device.
+    """A parameter whose default is a "cuda" device, or the switch
+    ``"cuda" if torch.cuda.is_available() else "cpu"`` (rewritten whole, as DA103 does).
 
     The default becomes the current accelerator's device type, a ``str`` as before, evaluated
     once when the function is defined, as the literal was: "cuda" on CUDA and on a machine
@@ -314,7 +338,10 @@ class CudaDefaultArgument(Rule):
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         defaults = [*node.args.defaults, *node.args.kw_defaults]
         for default in defaults:
-            if default is not None and is_cuda_literal(default):
+            switch = switch_finding(self, default, ctx) if default is not None else None
+            if switch is not None:  # CLIP's load(device="cuda" if ... else "cpu")
+                yield switch
+            elif default is not None and is_cuda_literal(default):
                 yield ctx.finding(
                     self,
                     default,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .base import REVIEW, SAFE, Context, Finding
+from .base import CUDA_DEVICE, REVIEW, SAFE, Context, Finding
 from .cuda_api import GUARDED_ONLY
 
 GUARD = "torch.cuda.is_available"
@@ -168,6 +168,21 @@ def _leftover(region: list[ast.AST], ctx: Context, findings: list[Finding]) -> s
     return ""
 
 
+def _uncovered_device_literal(region: list[ast.AST], findings: list[Finding]):
+    """The first "cuda" / "cuda:N" string in ``region`` that no safe finding rewrites."""
+    safe = [f for f in findings if f.fix_safety == SAFE and f.replacement]
+    for top in region:
+        for node in ast.walk(top):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and CUDA_DEVICE.match(node.value)
+                and not _covered(node, safe)
+            ):
+                return node
+    return None
+
+
 def _positive_regions(nodes: list[ast.AST], parents: dict[int, ast.AST], ctx: Context):
     """The line spans that run only when an availability check (CUDA's or the accelerator's)
     is true."""
@@ -232,6 +247,18 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
                 message=f"{guard.message} (review: it guards CUDA-only code: {why}; on another "
                 "accelerator the rewritten guard would run it)",
             )
+            literal = _uncovered_device_literal(region or [], findings)
+            if literal is not None:
+                # `"cuda" if torch.cuda.is_available() else "cpu"` where the literal has no
+                # rewrite: the guard alone, rewritten, would pick "cuda" on another
+                # accelerator ("Torch not compiled with CUDA enabled"), so it gets none either.
+                settled[(guard.line, guard.col)] = dataclasses.replace(
+                    settled[(guard.line, guard.col)],
+                    replacement="",
+                    message=f"{guard.message} (no rewrite: it chooses the device "
+                    f"{literal.value!r} at line {literal.lineno}, which is not rewritten with "
+                    "it; the guard alone would pick CUDA on another accelerator)",
+                )
     out = []
     for finding in findings:
         key = (finding.line, finding.col)
