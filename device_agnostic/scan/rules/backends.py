@@ -203,26 +203,54 @@ class NcclBackend(Rule):
     )
     fix_safety = REVIEW
     # Not comparisons: ``args.dist_backend == "nccl"`` is about NCCL itself.
-    node_types = (ast.Call, ast.Assign, ast.AnnAssign)
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.IfExp)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.IfExp):  # the NCCL switch wherever it stands
+            operands = [node]
+        elif isinstance(node, ast.Call):
             operands = [*node.args, *(kw.value for kw in node.keywords)]
         else:  # ``backend = "nccl"`` (passed on to init_process_group later)
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or not any(mentions(t, ("backend",)) for t in targets):
                 return
             operands = [node.value]
-            if isinstance(node.value, ast.IfExp):
+            if isinstance(node.value, ast.IfExp) and not _nccl_if_available(node.value, ctx):
                 operands = [node.value.body, node.value.orelse]
         for operand in operands:
-            if isinstance(operand, ast.Constant) and operand.value == "nccl":
+            if id(operand) in ctx.claimed:
+                continue
+            if _nccl_if_available(operand, ctx):
+                ctx.claimed.add(id(operand))
+                # `"nccl" if dist.is_nccl_available() else "gloo"`: NCCL when the build has it,
+                # so "nccl" on a CUDA build even without a GPU. The device's default backend
+                # ("gloo" without an accelerator) replaces the whole switch.
+                yield ctx.finding(
+                    self,
+                    operand,
+                    '"nccl" when the build has NCCL, else "gloo": use the device\'s default '
+                    "backend",
+                    "torch.distributed.get_default_backend_for_device(getattr(torch.accelerator."
+                    'current_accelerator(check_available=True), "type", "cpu"))',
+                )
+            elif isinstance(operand, ast.Constant) and operand.value == "nccl":
                 yield ctx.finding(
                     self,
                     operand,
                     '"nccl" works on CUDA only; use the device\'s default backend',
                     f"torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})",
                 )
+
+
+def _nccl_if_available(node: ast.expr, ctx: Context) -> bool:
+    """``"nccl" if dist.is_nccl_available() else <other>``."""
+    return (
+        isinstance(node, ast.IfExp)
+        and isinstance(node.test, ast.Call)
+        and ctx.qualname(node.test.func) == "torch.distributed.is_nccl_available"
+        and isinstance(node.body, ast.Constant)
+        and node.body.value == "nccl"
+    )
 
 
 class NvtxRange(QualnameRule):

@@ -134,12 +134,20 @@ class CudaDeviceLiteral(Rule):
                 yield from self._report([node.value], ctx, SAFE)
         else:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if node.value is not None and any(_names_a_device(t) for t in targets):
+            if node.value is not None and any(
+                _names_a_device(t) or _used_as_device(t, node, ctx) for t in targets
+            ):
                 yield from self._report([node.value], ctx, SAFE)
 
     @staticmethod
     def _call_devices(node: ast.Call, ctx: Context) -> list[ast.expr]:
         values = [kw.value for kw in node.keywords if kw.arg in _DEVICE_KEYWORDS]
+        # transformers / accelerate: from_pretrained(..., device_map="cuda")
+        values += [
+            kw.value
+            for kw in node.keywords
+            if kw.arg == "device_map" and not _asks_for_flash_attention(node)
+        ]
         func = node.func
         name = ctx.qualname(func)
         if node.args and (
@@ -157,6 +165,9 @@ class CudaDeviceLiteral(Rule):
         return values
 
     def _amp_devices(self, node: ast.Call, ctx: Context) -> list[ast.expr]:
+        if any(kw.arg == "device_map" for kw in node.keywords) and _asks_for_flash_attention(node):
+            # FlashAttention 2 is CUDA-only: the device can change only with the attention
+            return [kw.value for kw in node.keywords if kw.arg == "device_map"]
         """Device types that switch mixed precision on (``autocast(device_type="cuda")``,
         ``GradScaler("cuda")``): on another accelerator the rewrite turns AMP on, which changes
         the numbers (review)."""
@@ -297,6 +308,46 @@ def _names_a_device(target: ast.expr) -> bool:
     if isinstance(target, ast.Attribute):
         return any(word in target.attr.lower() for word in ("device", "map_location"))
     return False
+
+
+def _asks_for_flash_attention(node: ast.Call) -> bool:
+    return any(
+        kw.arg == "attn_implementation"
+        and isinstance(kw.value, ast.Constant)
+        and "flash_attention" in str(kw.value.value)
+        for kw in node.keywords
+    )
+
+
+def _used_as_device(target: ast.expr, node: ast.stmt, ctx: Context) -> bool:
+    """``arg = "cuda:0"`` where ``arg`` is later a device in the same function (or module):
+    ``torch.device(arg)``, ``device=arg``, ``.to(arg)``, ``map_location=arg`` (yolov5's
+    select_device). Looked up only for a "cuda" value, once per scope."""
+    if not isinstance(target, ast.Name) or not _device_literals_of(node.value):
+        return False
+    scope = ctx.enclosing_function(node)
+    cache = ctx.__dict__.setdefault("_device_names", {})
+    key = id(scope)
+    if key not in cache:
+        nodes = ast.walk(scope) if scope is not None else ctx._nodes
+        names = set()
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            values = [kw.value for kw in call.keywords if kw.arg in _DEVICE_KEYWORDS]
+            func = call.func
+            if call.args and (
+                (isinstance(func, ast.Attribute) and func.attr == "to")
+                or ctx.qualname(func) == "torch.device"
+            ):
+                values.append(call.args[0])
+            names.update(v.id for v in values if isinstance(v, ast.Name))
+        cache[key] = names
+    return target.id in cache[key]
+
+
+def _device_literals_of(value: ast.expr | None) -> bool:
+    return value is not None and any(True for _ in _device_literals(value))
 
 
 def _in_device_function(node: ast.Return, ctx: Context) -> bool:
