@@ -97,6 +97,16 @@ CASES: dict[str, tuple[str, set[str]]] = {
         "n = torch.cuda.device_count() or 1\nprint(json.dumps({'n': n}))\n",
         set(),
     ),
+    # yolov5's DP mode: the count chooses DataParallel, which raises on other accelerators
+    "data-parallel-by-count": (
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Linear(2, 2)\n"
+        "if torch.cuda.device_count() > 1:\n"
+        "    model = torch.nn.DataParallel(model)\n"
+        "y = model(torch.ones(1, 2))\n"
+        "print(json.dumps({'y': [round(v, 5) for v in y[0].tolist()]}))\n",
+        set(),
+    ),
     # CLIP's load(): the switch as a parameter default, rewritten whole (guard and literal)
     "switch-in-parameter-default": (
         'def load(name, device="cuda" if torch.cuda.is_available() else "cpu"):\n'
@@ -188,6 +198,7 @@ def test_the_device_switch_picks_the_accelerator_after_the_fix(outcomes) -> None
         ("keyword-to-positional-only", "torch.cuda.synchronize(device=d)"),
         ("seeding", "torch.cuda.manual_seed_all(0)"),
         ("device-count-or-fallback", "torch.cuda.device_count() or 1"),
+        ("data-parallel-by-count", "torch.cuda.device_count() > 1"),
     ],
 )
 def test_cuda_by_design_and_unsafe_code_is_left_as_it_was(name, untouched, outcomes) -> None:

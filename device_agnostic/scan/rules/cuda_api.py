@@ -105,9 +105,18 @@ class CudaApiWithGenericEquivalent(QualnameRule):
     )
     fix_safety = SAFE
     targets = {f"torch.cuda.{name}": value for name, value in _GENERIC.items()}
-    node_types = (ast.Call, ast.Attribute, ast.Name, ast.BoolOp)
+    node_types = (ast.Call, ast.Attribute, ast.Name, ast.BoolOp, ast.If)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.If):
+            # `if torch.cuda.device_count() > 1: model = nn.DataParallel(model)`: the count
+            # chooses a parallel strategy, which may be CUDA-only (DataParallel raises on
+            # other accelerators: torch._C has no _scatter there).
+            chosen = _parallel_strategy(node.body)
+            if chosen:
+                why = f"it decides whether to use {chosen}, which may be CUDA-only"
+                self._review_calls(node.test, ctx, why, deep=True)
+            return
         if isinstance(node, ast.BoolOp):
             # `torch.cuda.device_count() or 1`: the fallback is CUDA's answer, and the value
             # goes on to decide something (a strategy, a test's expectations) the rewrite
@@ -194,6 +203,22 @@ class CudaApiWithGenericEquivalent(QualnameRule):
                 f"module has it (torch.cpu has none of these, nor have all backends){seeding}"
             )
         return super().message(name, replacement)
+
+
+_STRATEGY_NAMES = ("DataParallel", "Strategy", "FSDP", "fully_shard", "DeepSpeed")
+
+
+def _parallel_strategy(body: list[ast.stmt]) -> str:
+    """The parallel strategy a block builds (``nn.DataParallel(...)``, an ``FSDPStrategy``), or
+    ''."""
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if any(word in name for word in _STRATEGY_NAMES):
+                    return name
+    return ""
 
 
 def _strategy_framework(ctx: Context) -> str:
