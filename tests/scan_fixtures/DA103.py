@@ -61,3 +61,5 @@ def not_a_device():
 
 run(model, "cuda" if torch.cuda.is_available() else "cpu")  # expect: DA103
 llm = AutoModelForCausalLM.from_pretrained(path, device_map="cuda")  # expect: DA103
+fabric = Fabric(devices=2, accelerator="cuda")  # expect: DA103
+trainer = Trainer(accelerator="gpu")

@@ -76,7 +76,11 @@ class CudaDeviceLiteral(Rule):
 
     Also flagged: f-strings and ``.format`` calls that start with "cuda:" (``f"cuda:{rank}"``),
     a "cuda" branch of a conditional, a "cuda" assigned to a variable or attribute named like a
-    device, and one returned by a function named like one. The replacement is a ``str`` as the
+    device (or of any name the function then uses as a device: ``arg = "cuda:0"`` ...
+    ``torch.device(arg)``), one returned by a function named like one, and
+    ``device_map="cuda"`` (review next to ``attn_implementation="flash_attention_2"``, which is
+    CUDA-only). Lightning's ``accelerator="cuda"`` becomes ``"auto"`` (review: Lightning knows
+    its own accelerators, not every device type). The replacement is a ``str`` as the
     literal is, equal to it on CUDA and on a machine without an accelerator, so every one of
     these rewrites is safe. The common switch ``"cuda" if torch.cuda.is_available() else "cpu"``
     is rewritten whole.
@@ -123,6 +127,7 @@ class CudaDeviceLiteral(Rule):
             yield from self._report(values, ctx, SAFE)
             return
         if isinstance(node, ast.Call):
+            yield from self._lightning_accelerator(node, ctx)
             yield from self._report(self._amp_devices(node, ctx), ctx, REVIEW)
             # Passed straight to a device parameter: the generic device means the same on CUDA.
             yield from self._report(self._call_devices(node, ctx), ctx, SAFE)
@@ -138,6 +143,23 @@ class CudaDeviceLiteral(Rule):
                 _names_a_device(t) or _used_as_device(t, node, ctx) for t in targets
             ):
                 yield from self._report([node.value], ctx, SAFE)
+
+    def _lightning_accelerator(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        """``Fabric(accelerator="cuda")`` / ``Trainer(accelerator="cuda")``: Lightning knows the
+        accelerators it ships, not the device type of any backend, so the generic device would
+        not do; "auto" picks CUDA where it is and runs elsewhere (review: a run that failed
+        without CUDA now runs, on the CPU or another accelerator Lightning supports)."""
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "accelerator" and is_cuda_literal(value) and value.value == "cuda":
+                ctx.claimed.add(id(value))
+                yield ctx.finding(
+                    self,
+                    value,
+                    'accelerator="cuda" runs on CUDA only; "auto" picks it where it is',
+                    '"auto"',
+                    REVIEW,
+                )
 
     @staticmethod
     def _call_devices(node: ast.Call, ctx: Context) -> list[ast.expr]:
