@@ -234,3 +234,15 @@ def test_limits_from_the_command_line_and_pyproject(tmp_path: Path, capsys) -> N
     (tmp_path / "pyproject.toml").write_text("[tool.device-agnostic.scan]\nmax-file-size = -1\n")
     assert main([str(tmp_path)]) == 2
     assert "max-file-size: expected a number of bytes" in capsys.readouterr().err
+
+
+def test_fix_honours_the_size_limit(tmp_path: Path, capsys) -> None:
+    """A file the scan skips is never rewritten; raising the limit fixes it."""
+    target = tmp_path / "m.py"
+    target.write_text("import torch\n" + "x = torch.zeros(2).cuda()\n" * 100)
+    before = target.read_text()
+    assert main([str(target), "--fix", "--max-file-size", "1k"]) == 1
+    assert "DA905" in capsys.readouterr().out
+    assert target.read_text() == before
+    assert main([str(target), "--fix", "--max-file-size", "1M"]) == 0
+    assert ".cuda()" not in target.read_text()

@@ -156,7 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fix or args.diff:
         shown = {r.id for r in ALL_RULES} | set(INPUT_DIAGNOSTICS)
         keep = Keep(
-            frozenset(i for i in shown if _reported(i, config)), config.torch_version, mocked
+            frozenset(i for i in shown if _reported(i, config)),
+            config.torch_version,
+            mocked,
+            config.limits,
         )
         run = fix_findings(
             findings, config.rules(), args.unsafe_fixes, keep, not args.diff, args.jobs
