@@ -203,3 +203,14 @@ def test_by_design_recognition_stays_narrow() -> None:
         (3, "DA103"),
         (5, "DA103"),
     ]
+
+
+def test_mocks_count_only_in_tests_and_folders_only_near_the_file() -> None:
+    """A library that patches torch.cuda for itself is no test's mock; a checkout that lives
+    under a folder named "triton" is not a kernel package."""
+    patch = b'from unittest import mock\nmock.patch("torch.cuda.device_count", return_value=1)\n'
+    assert scan_source("torch/_functorch/aot_autograd.py", patch) == []
+    assert [f.rule for f in scan_source("tests/test_devices.py", patch)] == ["DA101"]
+    code = b"import torch\nx = torch.zeros(2, device='cuda')\n"
+    assert [f.rule for f in scan_source("/home/triton/work/app/src/pkg/m.py", code)] == ["DA103"]
+    assert scan_source("pkg/unsloth/kernels/m.py", code) == []

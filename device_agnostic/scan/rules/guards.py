@@ -371,7 +371,8 @@ def _cuda_only_module(nodes: list[ast.AST], ctx: Context) -> bool:
     """A module of GPU kernels (a function decorated with ``@triton.jit`` or
     ``@triton.autotune``), or one under a folder named after a CUDA-only library: CUDA by
     design, nothing in it is reported."""
-    folders = set(ctx.path.replace("\\", "/").split("/")[:-1])
+    # the nearest folders only: where a checkout lives (an absolute path) says nothing
+    folders = set(ctx.path.replace("\\", "/").split("/")[:-1][-3:])
     if folders & CUDA_ONLY_FOLDERS:
         return True
     for node in nodes:
