@@ -65,7 +65,7 @@ class LegacyCudaTensorType(Rule):
         )
 
 
-VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"  # noqa: DA115 (the rule's own name for it)
 
 
 class CudaVisibleDevices(Rule):
