@@ -78,8 +78,6 @@ MISSES: list[tuple[str, str, int]] = [
     ("litgpt", "litgpt/api.py", 301),  # the same
     ("litgpt", "litgpt/api.py", 314),  # CUDAAccelerator.auto_device_count()
     ("litgpt", "litgpt/api.py", 319),  # the same
-    ("litgpt", "tests/test_model.py", 1523),  # except torch.cuda.OutOfMemoryError
-    ("litgpt", "tests/test_model.py", 1574),  # the same
 ]
 
 # (project, path, line): a safe fix there was harmful

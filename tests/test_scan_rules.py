@@ -214,3 +214,14 @@ def test_mocks_count_only_in_tests_and_folders_only_near_the_file() -> None:
     code = b"import torch\nx = torch.zeros(2, device='cuda')\n"
     assert [f.rule for f in scan_source("/home/triton/work/app/src/pkg/m.py", code)] == ["DA103"]
     assert scan_source("pkg/unsloth/kernels/m.py", code) == []
+
+
+def test_a_guard_next_to_a_comparison_keeps_its_rewrite() -> None:
+    """Only a "cuda" the switch chooses blocks the guard's rewrite; one it compares with
+    (``device == "cuda"``) is DA107's."""
+    source = b'if device == "cuda" and not torch.cuda.is_available():\n    device = "cpu"\n'
+    guard = next(f for f in scan_source("m.py", source) if f.rule == "DA101")
+    assert guard.replacement == "torch.accelerator.is_available"
+    switch = b'run("cuda" if torch.cuda.is_available() and ok else "cpu")\n'
+    guard = next(f for f in scan_source("m.py", switch) if f.rule == "DA101")
+    assert guard.replacement == "" and "no rewrite" in guard.message

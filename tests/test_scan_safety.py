@@ -316,3 +316,18 @@ def test_a_call_a_test_mocks_is_not_rewritten_under_the_test(tmp_path) -> None:
         timeout=300,
     )
     assert run.returncode == 0, run.stdout[-2000:]
+
+
+def test_the_out_of_memory_error_rewrite_is_the_same_class() -> None:
+    """``torch.cuda.OutOfMemoryError`` -> ``torch.OutOfMemoryError`` (safe): one class, so an
+    ``except`` catches exactly what it caught (checked on real torch)."""
+    from device_agnostic.scan import scan_source
+
+    [finding] = scan_source(
+        "m.py", b"try:\n    pass\nexcept torch.cuda.OutOfMemoryError:\n    pass\n"
+    )
+    assert (finding.replacement, finding.fix_safety) == ("torch.OutOfMemoryError", "safe")
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    check = "import torch; print(torch.cuda.OutOfMemoryError is torch.OutOfMemoryError)"
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "True", done.stderr

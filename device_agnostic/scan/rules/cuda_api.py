@@ -44,6 +44,8 @@ _GENERIC: dict[str, tuple[str, str]] = {
     "get_device_name": (f"{_MOD}.get_device_name", REVIEW),
     "get_device_properties": (f"{_MOD}.get_device_properties", REVIEW),
     "get_device_capability": (f"{_MOD}.get_device_capability", REVIEW),
+    # the same class: torch.cuda.OutOfMemoryError is torch.OutOfMemoryError
+    "OutOfMemoryError": ("torch.OutOfMemoryError", SAFE),
 }
 
 

@@ -202,8 +202,11 @@ def _leftover(region: list[ast.AST], ctx: Context, findings: list[Finding]) -> s
     return ""
 
 
-def _uncovered_device_literal(region: list[ast.AST], findings: list[Finding]):
-    """The first "cuda" / "cuda:N" string in ``region`` that no safe finding rewrites."""
+def _uncovered_device_literal(
+    region: list[ast.AST], findings: list[Finding], parents: dict[int, ast.AST]
+):
+    """The first "cuda" / "cuda:N" string in ``region`` that no safe finding rewrites and that
+    is a device chosen, not one compared with (``device == "cuda"`` asks, it does not pick)."""
     safe = [f for f in findings if f.fix_safety == SAFE and f.replacement]
     for top in region:
         for node in ast.walk(top):
@@ -211,6 +214,7 @@ def _uncovered_device_literal(region: list[ast.AST], findings: list[Finding]):
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
                 and CUDA_DEVICE.match(node.value)
+                and not isinstance(parents.get(id(node)), ast.Compare)
                 and not _covered(node, safe)
             ):
                 return node
@@ -289,7 +293,7 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
                 message=f"{guard.message} (review: it guards CUDA-only code: {why}; on another "
                 "accelerator the rewritten guard would run it)",
             )
-            literal = _uncovered_device_literal(region or [], findings)
+            literal = _uncovered_device_literal(region or [], findings, parents)
             if literal is not None:
                 # `"cuda" if torch.cuda.is_available() else "cpu"` where the literal has no
                 # rewrite: the guard alone, rewritten, would pick "cuda" on another
