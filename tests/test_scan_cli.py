@@ -74,6 +74,45 @@ def test_cli_select_ignore_exclude(tmp_path: Path, capsys) -> None:
     assert rules("--exclude", "gen") == ["DA101", "DA102", "DA103"]
 
 
+@pytest.mark.parametrize("option", ["--select", "--ignore"])
+def test_an_unknown_rule_id_is_a_usage_error_with_a_suggestion(
+    tmp_path: Path, capsys, option: str
+) -> None:
+    """A typo in --select used to turn every rule off ("All checks passed.", exit 0)."""
+    (tmp_path / "m.py").write_text("x.cuda()\n")
+    assert main([str(tmp_path), option, "DA102,DA1O3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{option}: unknown rule id 'DA1O3' (did you mean DA103?)" in captured.err
+    assert "DA101, DA102" in captured.err and "DA904" in captured.err
+    assert main([str(tmp_path), option, "E501"]) == 2
+    assert "'E501';" in capsys.readouterr().err  # nothing near: no suggestion
+    assert main([str(tmp_path), option, "da1,DA9"]) in (0, 1)  # prefixes, any case
+
+
+def test_an_unknown_rule_id_in_pyproject_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.device-agnostic.scan]\nselect = ["DA10"]\n')
+    (tmp_path / "m.py").write_text("x.cuda()\n")
+    assert main([str(tmp_path)]) == 1
+    capsys.readouterr()
+    (tmp_path / "pyproject.toml").write_text('[tool.device-agnostic.scan]\nignore = ["DA1022"]\n')
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: [tool.device-agnostic.scan] ignore: unknown rule id 'DA1022'" in err
+    assert "did you mean DA102" in err
+
+
+def test_version_matches_the_distribution(capsys) -> None:
+    import tomllib
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    version = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert capsys.readouterr().out == f"da-scan {version}\n"
+
+
 def test_pyproject_configuration_applies(tmp_path: Path, capsys) -> None:
     (tmp_path / "pyproject.toml").write_text(
         '[tool.device-agnostic.scan]\nignore = ["DA101"]\nexclude = ["gen"]\n'
@@ -127,3 +166,83 @@ def test_input_diagnostics_are_hidden_only_when_named(tmp_path: Path, capsys) ->
     assert main([str(tmp_path), "--ignore", "DA", "--format", "json"]) == 1
     assert [item["rule"] for item in json.loads(capsys.readouterr().out)] == ["DA901"]
     assert main([str(tmp_path), "--ignore", "DA901", "--format", "json"]) == 0
+
+
+# Peak RSS of one da-scan run, measured by the process itself: VmHWM, the high-water mark of its
+# own memory (ru_maxrss keeps the forking test process's peak across exec on Linux).
+_PEAK_RSS = (
+    "import re, sys\n"
+    "from device_agnostic.scan.cli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "status = open('/proc/self/status').read()\n"
+    "print('peak_kib', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def _peak_rss_mib(*args: str) -> tuple[int, str, float]:
+    completed = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    peak = int(completed.stderr.rsplit("peak_kib", 1)[1].split()[0])
+    return completed.returncode, completed.stdout, peak / 1024
+
+
+def test_a_20_mb_generated_line_is_skipped_not_parsed_into_gigabytes(tmp_path: Path) -> None:
+    """A 20 MB one-line file took 3.9 GB and minutes (CPython's AST); it is now skipped with
+    the reason, by the size limit without being read, and by the line limit when the size
+    limit is off. The measured peaks are in docs/scan-safety.md."""
+    generated = tmp_path / "table.py"
+    with generated.open("w") as stream:
+        stream.write("TABLE = [")
+        stream.write(",".join(str(i % 1000) for i in range(5_000_000)))
+        stream.write("]  # torch.cuda\n")
+    assert generated.stat().st_size > 19_000_000
+    for args, reason in (
+        ((), "over --max-file-size 2,097,152"),
+        (("--max-file-size", "0"), "line 1 is 19,"),
+    ):
+        code, out, peak_mib = _peak_rss_mib(str(generated), *args)
+        [finding] = json.loads(out)
+        assert (code, finding["rule"]) == (1, "DA905"), out
+        assert reason in finding["message"]
+        assert peak_mib < 200, f"{peak_mib:.0f} MiB for a skipped file ({args})"
+
+
+def test_limits_from_the_command_line_and_pyproject(tmp_path: Path, capsys) -> None:
+    (tmp_path / "m.py").write_text("torch.cuda.synchronize()\n" * 100)
+    assert main([str(tmp_path), "--format", "json"]) == 1
+    assert {f["rule"] for f in json.loads(capsys.readouterr().out)} == {"DA101"}
+    assert main([str(tmp_path), "--format", "json", "--max-file-size", "1k"]) == 1
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)] == ["DA905"]
+    assert main([str(tmp_path), "--max-line-length", "lots"]) == 2
+    assert "--max-line-length: expected a number of bytes" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.device-agnostic.scan]\nmax-file-size = "1k"\nmax-line-length = 0\n'
+    )
+    assert main([str(tmp_path), "--format", "json"]) == 1
+    assert [f["rule"] for f in json.loads(capsys.readouterr().out)] == ["DA905"]
+    assert main([str(tmp_path), "--format", "json", "--max-file-size", "0"]) == 1
+    assert {f["rule"] for f in json.loads(capsys.readouterr().out)} == {"DA101"}
+    assert (
+        main([str(tmp_path), "--format", "json", "--ignore", "DA905", "--max-file-size", "1k"]) == 0
+    )
+    capsys.readouterr()
+    (tmp_path / "pyproject.toml").write_text("[tool.device-agnostic.scan]\nmax-file-size = -1\n")
+    assert main([str(tmp_path)]) == 2
+    assert "max-file-size: expected a number of bytes" in capsys.readouterr().err
+
+
+def test_fix_honours_the_size_limit(tmp_path: Path, capsys) -> None:
+    """A file the scan skips is never rewritten; raising the limit fixes it."""
+    target = tmp_path / "m.py"
+    target.write_text("import torch\n" + "x = torch.zeros(2).cuda()\n" * 100)
+    before = target.read_text()
+    assert main([str(target), "--fix", "--max-file-size", "1k"]) == 1
+    assert "DA905" in capsys.readouterr().out
+    assert target.read_text() == before
+    assert main([str(target), "--fix", "--max-file-size", "1M"]) == 0
+    assert ".cuda()" not in target.read_text()

@@ -58,6 +58,8 @@ DEVICE_FIELDS: dict[str, frozenset[str]] = {
     "benchmark_streams": frozenset({"device", "param_device", "memory_reported"}),
     "compat_shims": frozenset({"device", "autocast_dtype"}),
     "ddp_single_process": frozenset({"device", "backend"}),
+    # the backend and the device picked are the accelerator's after the fix
+    "deploy_runtimes": frozenset({"device", "loaded", "backend_known"}),
     "finetune_dict_config": frozenset({"device"}),
     "profile_inference": frozenset({"device", "activities"}),
     # Generic GPU tests may run (not skip) on an accelerator; failures must stay empty.
@@ -67,6 +69,7 @@ DEVICE_FIELDS: dict[str, frozenset[str]] = {
     "train_argparse_device": frozenset({"device"}),
     "train_cnn_tf32": frozenset({"device"}),
     "train_config_dataclass": frozenset({"device", "param_device", "pin_memory"}),
+    "triton_kernels": frozenset(),
     "unittest_cuda_skips": frozenset({"skipped"}),
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from device_agnostic.scan import scan_source
-from device_agnostic.scan.engine import NOT_UTF8, SYNTAX_ERROR
+from device_agnostic.scan.engine import NOT_UTF8, SYNTAX_ERROR, TOO_LARGE, Limits
 
 
 def rules_of(source: bytes) -> list[tuple[int, str]]:
@@ -54,9 +54,28 @@ def test_unknown_declared_encoding_is_reported() -> None:
 
 
 @pytest.mark.slow
-def test_huge_file_is_scanned() -> None:
+def test_huge_file_is_scanned_when_the_limit_allows() -> None:
     body = b"x = torch.zeros(1)\n" * 200_000 + b"torch.cuda.synchronize()\n"
-    assert rules_of(body) == [(200_001, "DA101")]
+    found = scan_source("m.py", body, limits=Limits(max_bytes=0))
+    assert [(f.line, f.rule) for f in found] == [(200_001, "DA101")]
+
+
+def test_files_over_the_limits_are_skipped_with_the_reason() -> None:
+    limits = Limits(max_bytes=1000, max_line=100)
+    [big] = scan_source("big.py", b"torch.cuda.synchronize()\n" * 50, limits=limits)
+    assert big.rule == TOO_LARGE and big.kind == "finding"
+    assert "1,250 bytes, over --max-file-size 1,000" in big.message
+    long_line = b"x = 1\ny = [" + b"1," * 60 + b"]\ntorch.cuda.synchronize()\n"
+    [wide] = scan_source("wide.py", long_line, limits=limits)
+    assert (wide.rule, wide.line) == (TOO_LARGE, 2)
+    assert "line 2 is 126 bytes long, over --max-line-length 100" in wide.message
+    # at the limits, and with no limits: scanned
+    assert rules_of(long_line) == [(3, "DA101")]
+    unlimited = scan_source("wide.py", long_line, limits=Limits(max_bytes=0, max_line=0))
+    assert [f.rule for f in unlimited] == ["DA101"]
+    exact = b"torch.cuda.synchronize()\n"
+    assert rules_of(exact) == [(1, "DA101")]
+    assert [f.rule for f in scan_source("m.py", exact, limits=Limits(len(exact), 24))] == ["DA101"]
 
 
 def test_deep_nesting_is_reported_not_raised() -> None:

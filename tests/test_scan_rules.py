@@ -58,7 +58,13 @@ def test_rule_flags_its_before_example_and_not_its_after_example(rule) -> None:
     after = textwrap.dedent(doc.split("After::", 1)[1])
     findings = scan_source("before.py", before.encode(), [rule])
     assert findings, f"{rule.id} does not flag its own 'before' example"
-    assert all(f.replacement and f.fix_safety in (SAFE, REVIEW) for f in findings)
+    assert all(f.fix_safety in (SAFE, REVIEW) for f in findings)
+    # Every finding has a replacement, but for what has no device-generic spelling (DA112's
+    # cuDNN convolution switch) or none that fits every use (DA114, DA115): the finding says so.
+    assert all(
+        f.replacement or "no such switch" in f.message or "no rewrite" in f.message
+        for f in findings
+    )
     # The "after" may still hold a CUDA-only name where no generic one exists (DA109).
     after_findings = scan_source("after.py", after.encode(), [rule])
     assert rule.id == "DA109" or not after_findings, after_findings
@@ -142,3 +148,80 @@ def test_cuda_literal_is_a_safe_fix_in_a_device_argument_and_as_a_value() -> Non
         (3, "safe", ACCELERATOR_TYPE),
         (5, "safe", f'{ACCELERATOR_TYPE} + ":1"'),
     }
+
+
+@pytest.mark.parametrize(
+    ("path", "source"),
+    [
+        (  # a Triton kernel module
+            "kernels/swiglu.py",
+            "import torch\nimport triton\n\n@triton.jit\ndef k(x):\n    pass\n\n"
+            "def run(e):\n    return torch.empty(3, device='cuda')\n",
+        ),
+        (  # a vendored kernel package's folder (unsloth)
+            "ext/unsloth/executor.py",
+            "def ok(x):\n    return x.device.type == 'cuda'\n",
+        ),
+        (  # an NVLink check: the guard and what it opens
+            "m.py",
+            "import torch\nif torch.cuda.is_available():\n"
+            "    p = torch.cuda.get_device_properties(0)\n"
+            "    check_nvlink_connectivity(p)\n",
+        ),
+        (  # onnxruntime's providers chosen by a stored check
+            "m.py",
+            "import torch\ncuda = torch.cuda.is_available()\n"
+            "providers = ['CUDAExecutionProvider'] if cuda else ['CPUExecutionProvider']\n",
+        ),
+        (  # a bitsandbytes weight quantized by moving it to CUDA
+            "m.py",
+            "def merge(w):\n    if w.dtype == 'uint8':\n        import bitsandbytes as bnb\n"
+            "        q = bnb.nn.Params4bit(w)\n        q.cuda(w.device)\n",
+        ),
+        (  # a TensorRT engine's device, after an optional import
+            "m.py",
+            "import torch\ndef engine():\n    try:\n        import tensorrt\n"
+            "    except ImportError:\n        return None\n    return torch.device('cuda:0')\n",
+        ),
+    ],
+    ids=["triton", "unsloth-folder", "nvlink", "onnxruntime", "bitsandbytes", "tensorrt"],
+)
+def test_cuda_by_design_code_is_not_reported(path: str, source: str) -> None:
+    assert scan_source(path, source.encode()) == []
+
+
+def test_by_design_recognition_stays_narrow() -> None:
+    """A top-level import of a CUDA-only library does not hide the rest of the script, and an
+    assert for one does not hide what follows it."""
+    source = (
+        b"import torch\nimport apex\n"
+        b"x = torch.zeros(2, device='cuda')\n"
+        b"assert torch.cuda.is_available(), 'apex needs CUDA'\n"
+        b"y = torch.zeros(2, device='cuda')\n"
+    )
+    assert [(f.line, f.rule) for f in scan_source("train.py", source)] == [
+        (3, "DA103"),
+        (5, "DA103"),
+    ]
+
+
+def test_mocks_count_only_in_tests_and_folders_only_near_the_file() -> None:
+    """A library that patches torch.cuda for itself is no test's mock; a checkout that lives
+    under a folder named "triton" is not a kernel package."""
+    patch = b'from unittest import mock\nmock.patch("torch.cuda.device_count", return_value=1)\n'
+    assert scan_source("torch/_functorch/aot_autograd.py", patch) == []
+    assert [f.rule for f in scan_source("tests/test_devices.py", patch)] == ["DA101"]
+    code = b"import torch\nx = torch.zeros(2, device='cuda')\n"
+    assert [f.rule for f in scan_source("/home/triton/work/app/src/pkg/m.py", code)] == ["DA103"]
+    assert scan_source("pkg/unsloth/kernels/m.py", code) == []
+
+
+def test_a_guard_next_to_a_comparison_keeps_its_rewrite() -> None:
+    """Only a "cuda" the switch chooses blocks the guard's rewrite; one it compares with
+    (``device == "cuda"``) is DA107's."""
+    source = b'if device == "cuda" and not torch.cuda.is_available():\n    device = "cpu"\n'
+    guard = next(f for f in scan_source("m.py", source) if f.rule == "DA101")
+    assert guard.replacement == "torch.accelerator.is_available"
+    switch = b'run("cuda" if torch.cuda.is_available() and ok else "cpu")\n'
+    guard = next(f for f in scan_source("m.py", switch) if f.rule == "DA101")
+    assert guard.replacement == "" and "no rewrite" in guard.message

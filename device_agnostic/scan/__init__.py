@@ -9,6 +9,10 @@
 - :mod:`.cli`: the ``da-scan`` command.
 """
 
+# The distribution's version (pyproject.toml and packaging/da-scan/pyproject.toml say the same;
+# tests/test_scan_cli.py checks it).
+__version__ = "0.1.0"
+
 from .engine import scan_file, scan_source
 from .rules import ALL_RULES, Finding
 

@@ -10,10 +10,12 @@ rest still runs and is reported). With --fix: 0 when nothing is left, 1 when fin
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 
-from .config import Config, ConfigError, load_config
+from . import __version__
+from .config import Config, ConfigError, load_config, parse_size, unknown_rule_ids
 from .discover import discover
 from .engine import INPUT_DIAGNOSTICS
 from .explain import main as explain_main
@@ -21,6 +23,7 @@ from .fix import FixRun, Keep, fix_findings, unified_diff
 from .parallel import scan_files
 from .report import FORMATS, write
 from .rules import ALL_RULES
+from .rules.cuda_api import mocked_names, review_mocked
 from .versions import limit, parse_version
 
 
@@ -47,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"rules:\n{rules}\ninputs:\n{inputs}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"da-scan {__version__}")
     parser.add_argument("paths", nargs="*", default=["."], metavar="PATH")
     parser.add_argument("--format", choices=FORMATS, default="text")
     parser.add_argument("--select", type=_csv, help="comma-separated ids or prefixes")
@@ -56,6 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--torch-version",
         metavar="X.Y",
         help="the oldest torch the code supports: rewrites that need a newer one are not offered",
+    )
+    parser.add_argument(
+        "--max-file-size",
+        metavar="BYTES",
+        help="skip (DA905) files larger than this, such as 2M; 0: no limit (default 2M)",
+    )
+    parser.add_argument(
+        "--max-line-length",
+        metavar="BYTES",
+        help="skip (DA905) files with a longer line (generated data); 0: no limit (default 20000)",
     )
     parser.add_argument("--jobs", "-j", type=int, default=0, help="processes (default: cores)")
     parser.add_argument("--output", "-o", help="write the report to this file")
@@ -102,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"da-scan: {exc}", file=sys.stderr)
         return 2
+    for option, entries in (("--select", args.select), ("--ignore", args.ignore)):
+        error = unknown_rule_ids(entries or [], option)
+        if error:
+            print(f"da-scan: {error}", file=sys.stderr)
+            return 2
     if args.select is not None:
         config.select = args.select
     config.ignore += args.ignore
@@ -112,15 +131,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"da-scan: --{exc}", file=sys.stderr)
             return 2
+    for option, value, field_name in (
+        ("--max-file-size", args.max_file_size, "max_bytes"),
+        ("--max-line-length", args.max_line_length, "max_line"),
+    ):
+        if value is not None:
+            try:
+                config.limits = dataclasses.replace(
+                    config.limits, **{field_name: parse_size(value)}
+                )
+            except ValueError as exc:
+                print(f"da-scan: {option}: {exc}", file=sys.stderr)
+                return 2
 
     found = discover(args.paths, config.exclude)
     rule_ids = [rule.id for rule in config.rules()]
-    findings = found.errors + scan_files(found.files, rule_ids, args.jobs)
+    findings = found.errors + scan_files(found.files, rule_ids, args.jobs, config.limits)
+    # A torch.cuda function that a test in the scan mocks is review everywhere (the rewritten
+    # code would no longer reach the mock): scan a project with its tests.
+    mocked = mocked_names(findings)
+    findings = review_mocked(findings, mocked)
     findings = limit([f for f in findings if _reported(f.rule, config)], config.torch_version)
     run = None
     if args.fix or args.diff:
         shown = {r.id for r in ALL_RULES} | set(INPUT_DIAGNOSTICS)
-        keep = Keep(frozenset(i for i in shown if _reported(i, config)), config.torch_version)
+        keep = Keep(
+            frozenset(i for i in shown if _reported(i, config)),
+            config.torch_version,
+            mocked,
+            config.limits,
+        )
         run = fix_findings(
             findings, config.rules(), args.unsafe_fixes, keep, not args.diff, args.jobs
         )

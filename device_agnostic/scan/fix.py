@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from io import BytesIO
 from itertools import repeat
 
-from .engine import scan_source
+from .engine import DEFAULT_LIMITS, Limits, scan_source
 from .parallel import default_jobs
 from .rules import SAFE, Finding, Rule
+from .rules.cuda_api import review_mocked
 from .versions import limit
 
 # Rules with a rewrite for at least some uses (fix_edits.FIXABLE_RULES; repeated here so that
@@ -61,6 +62,8 @@ class Keep:
 
     rule_ids: frozenset[str]
     torch_version: tuple[int, int] | None = None  # rewrites newer than this are not offered
+    mocked: frozenset[str] = frozenset()  # torch.cuda names a test in the scan mocks: review
+    limits: Limits = DEFAULT_LIMITS  # what the scan parses (a skipped file is never fixed)
 
     def __call__(self, finding: Finding) -> bool:
         return finding.rule in self.rule_ids
@@ -102,7 +105,9 @@ def fix_source(
 ) -> FileFix:
     """Fix the source ``data`` of ``path`` in memory. ``keep`` filters the findings as the
     report does (select/ignore), so an ignored rule is never fixed."""
-    findings = [f for f in scan_source(path, data, rules) if keep(f)]
+    limits = getattr(keep, "limits", DEFAULT_LIMITS)
+    findings = [f for f in scan_source(path, data, rules, limits) if keep(f)]
+    findings = review_mocked(findings, getattr(keep, "mocked", frozenset()))
     findings = limit(findings, getattr(keep, "torch_version", None))
     result = FileFix(path, data, data, remaining=findings)
     todo = [f for f in findings if fixable(f, unsafe)]
@@ -121,7 +126,8 @@ def fix_source(
     if why:
         result.error = f"not fixed: the rewrite would not compile ({why})"
         return result
-    remaining = [f for f in scan_source(path, after, rules) if keep(f)]
+    remaining = [f for f in scan_source(path, after, rules, limits) if keep(f)]
+    remaining = review_mocked(remaining, getattr(keep, "mocked", frozenset()))
     if len(remaining) > len(findings) - len(applied):
         result.error = "not fixed: the rewrite did not remove the findings it was for"
         return result

@@ -99,10 +99,13 @@ def _dot_cuda(finding: Finding, node: cst.BaseExpression, parent, root: str):
         return None  # .cuda(device=i) has no faithful .to() spelling in the finding
     args = list(node.args)
     if args and args[0].keyword is None and not args[0].star:
-        device = generated(f"torch.device({ACC_TYPE}, 0)", root)
-        assert isinstance(device, cst.Call)
-        index = device.args[1].with_changes(value=args[0].value)
-        args[0] = args[0].with_changes(value=device.with_changes(args=[device.args[0], index]))
+        # An index literal: the accelerator's device with that index; any other argument (a
+        # torch.device, a string, an index in a variable) goes to .to() as it is (DA102).
+        if isinstance(args[0].value, cst.Integer):
+            device = generated(f"torch.device({ACC_TYPE}, 0)", root)
+            assert isinstance(device, cst.Call)
+            index = device.args[1].with_changes(value=args[0].value)
+            args[0] = args[0].with_changes(value=device.with_changes(args=[device.args[0], index]))
     else:
         args.insert(0, cst.Arg(generated(ACC, root)))
     func = node.func.with_changes(attr=cst.Name("to"))

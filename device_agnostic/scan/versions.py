@@ -24,6 +24,7 @@ FIRST_RELEASE: tuple[tuple[str, tuple[int, int]], ...] = (
     ("memory_stats", (2, 8)),
     ("torch.accelerator", (2, 6)),
     ("torch.distributed.get_default_backend_for_device", (2, 6)),
+    ("torch.OutOfMemoryError", (2, 5)),
     ("torch.amp.custom_fwd", (2, 4)),
     ("torch.amp.custom_bwd", (2, 4)),
     ("torch.amp.GradScaler", (2, 3)),

@@ -9,6 +9,8 @@ model = (
 x = torch.zeros(2, device=getattr(torch.accelerator.current_accelerator(), "type", "cuda")).to(torch.accelerator.current_accelerator())  # both: literal and .cuda()
 y = x.to(torch.device(getattr(torch.accelerator.current_accelerator(), "type", "cuda"), 1))  # review: an index
 z = x.cuda(device=1)  # not rewritten: no faithful .to() spelling
+v = x.to(weight.device)  # review: a torch.device goes to .to() as it is
+u = x.to(local_rank)  # review: an index in a variable, as .to() takes it
 w = x.to(getattr(torch.accelerator.current_accelerator(), "type", "cuda") + ":0", non_blocking=True)
 
 

@@ -42,3 +42,24 @@ with torch.autocast(device_type="cuda"):  # expect: DA103
     pass
 with torch.autocast("cuda", dtype=torch.float16):  # expect: DA103
     pass
+
+
+# A "cuda" string in a variable of any name that the function then uses as a device (yolov5's
+# select_device), the switch wherever it stands, and device_map="cuda".
+def select_device():
+    if torch.cuda.is_available():  # expect: DA101
+        arg = "cuda:0"  # expect: DA103
+    else:
+        arg = "cpu"
+    return torch.device(arg)
+
+
+def not_a_device():
+    label = "cuda:0"  # printed, never a device: left alone
+    print(label)
+
+
+run(model, "cuda" if torch.cuda.is_available() else "cpu")  # expect: DA103
+llm = AutoModelForCausalLM.from_pretrained(path, device_map="cuda")  # expect: DA103
+fabric = Fabric(devices=2, accelerator="cuda")  # expect: DA103
+trainer = Trainer(accelerator="gpu")

@@ -14,3 +14,7 @@ if dist.get_backend() == "nccl":
 dist.init_process_group("gloo")
 if node.value == "nccl":
     pass
+
+# The switch on NCCL's presence, whole.
+dist.init_process_group(backend="nccl" if dist.is_nccl_available() else "gloo")  # expect: DA110
+chosen = "nccl" if dist.is_nccl_available() else "gloo"  # expect: DA110

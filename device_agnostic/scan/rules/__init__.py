@@ -19,6 +19,7 @@ from .base import REVIEW, SAFE, Context, Finding, Rule
 from .checks import CudaTypeComparison, IsCudaAttribute, PrivateUse1Comparison
 from .cuda_api import CudaApiWithGenericEquivalent
 from .devices import CudaDefaultArgument, CudaDeviceLiteral, DotCudaCall
+from .legacy import CudaVisibleDevices, LegacyCudaTensorType
 
 ALL_RULES: tuple[Rule, ...] = tuple(
     sorted(
@@ -36,6 +37,8 @@ ALL_RULES: tuple[Rule, ...] = tuple(
             NvtxRange(),
             Tf32Switches(),
             CudaProfilerActivity(),
+            LegacyCudaTensorType(),
+            CudaVisibleDevices(),
             CudnnBenchmarkHint(),
         ),
         key=lambda rule: rule.id,

@@ -67,8 +67,21 @@ class CudnnBenchmarkHint(QualnameRule):
         return f"`{name}` only tunes cuDNN; other backends ignore it"
 
 
+_MATMUL_TF32 = "torch.backends.cuda.matmul.allow_tf32"
+_CONV_TF32 = "torch.backends.cudnn.allow_tf32"
+_MATMUL_READ = 'torch.get_float32_matmul_precision() != "highest"'
+
+
 class Tf32Switches(QualnameRule):
     """The CUDA-only TF32 switches.
+
+    ``torch.backends.cuda.matmul.allow_tf32 = True`` is ``torch.set_float32_matmul_precision(
+    "high")`` on CUDA (``False`` is ``"highest"``, the default), and the precision setting is the
+    one other backends may read; a read of the flag becomes
+    ``torch.get_float32_matmul_precision() != "highest"``. ``torch.backends.cudnn.allow_tf32``
+    is about convolutions, which the matmul precision does not change: it has no device-generic
+    spelling (keep it for CUDA: it is reported with no replacement, so the After example
+    leaves it out).
 
     Before::
 
@@ -84,20 +97,45 @@ class Tf32Switches(QualnameRule):
     name = "tf32-switches"
     summary = "CUDA-only TF32 switches instead of torch.set_float32_matmul_precision"
     why = (
-        "Only CUDA reads these flags; torch.set_float32_matmul_precision tells every backend "
-        "how much float32 matmul precision it may trade for speed."
+        "Only CUDA reads `torch.backends.cuda.matmul.allow_tf32`. "
+        "torch.set_float32_matmul_precision is the device-independent setting for float32 "
+        "matmuls (on CUDA it sets that flag; a backend that can trade matmul precision for "
+        "speed reads it). It does not touch convolutions: `cudnn.allow_tf32` has no "
+        "device-generic equivalent."
     )
     fix_safety = REVIEW
-    targets = {
-        "torch.backends.cuda.matmul.allow_tf32": (
-            'torch.set_float32_matmul_precision("high")',
-            REVIEW,
-        ),
-        "torch.backends.cudnn.allow_tf32": ('torch.set_float32_matmul_precision("high")', REVIEW),
-    }
+    node_types = (ast.Assign, ast.Attribute, ast.Name)
+    # A read of the matmul flag has an expression replacement; the cuDNN one has none.
+    targets = {_MATMUL_TF32: (_MATMUL_READ, REVIEW), _CONV_TF32: ("", REVIEW)}
+
+    def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.Assign):
+            # ``flag = value``: the statement is what changes, so the finding spans it.
+            if len(node.targets) != 1 or ctx.qualname(node.targets[0]) != _MATMUL_TF32:
+                return
+            ctx.claimed.add(id(node.targets[0]))
+            value = node.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                precision = '"high"' if value.value else '"highest"'
+            else:
+                precision = f'"high" if {ast.unparse(value)} else "highest"'
+            replacement = f"torch.set_float32_matmul_precision({precision})"
+            yield ctx.finding(
+                self, node, f"`{_MATMUL_TF32}` only affects CUDA; use `{replacement}`", replacement
+            )
+            return
+        yield from super().visit(node, ctx)
 
     def message(self, name: str, replacement: str) -> str:
-        return f"`{name}` only affects CUDA; use `{replacement}`"
+        if name == _CONV_TF32:
+            return (
+                f"`{name}` only affects cuDNN convolutions; other backends have no such switch "
+                "(torch.set_float32_matmul_precision does not change convolutions)"
+            )
+        return (
+            f"`{name}` only affects CUDA; read `{_MATMUL_READ}` (set it with "
+            "torch.set_float32_matmul_precision)"
+        )
 
 
 class CudaProfilerActivity(QualnameRule):
@@ -135,6 +173,13 @@ class CudaProfilerActivity(QualnameRule):
 class NcclBackend(Rule):
     """A hard-coded "nccl" collective backend.
 
+    The replacement asks torch.distributed for the default backend of the current accelerator's
+    device type ("cuda", and so "nccl", on a machine without an accelerator, as before). It
+    raises ``ValueError`` for a device type with no registered default (a PrivateUse1 backend
+    registers one with ``Backend.register_backend(name, ..., devices=[device type])``).
+    ``init_process_group()`` without a backend is the other spelling: it starts a backend for
+    every registered device type ("cpu:gloo,cuda:nccl").
+
     Before::
 
         dist.init_process_group("nccl")
@@ -143,38 +188,69 @@ class NcclBackend(Rule):
 
         dist.init_process_group(
             torch.distributed.get_default_backend_for_device(
-                torch.accelerator.current_accelerator()))
+                getattr(torch.accelerator.current_accelerator(), "type", "cuda")
+            )
+        )
     """
 
     id = "DA110"
     name = "nccl-backend"
     summary = 'hard-coded "nccl" collective backend'
     why = (
-        "NCCL exists only for CUDA; other accelerators register their own collective backend "
-        "(xccl, hccl, ...). Ask torch.distributed for the device's default backend."
+        "NCCL exists only for CUDA (and ROCm); other accelerators have their own collective "
+        "backend (xccl on XPU, gloo on MPS, whatever a PrivateUse1 backend registers). Ask "
+        "torch.distributed for the default backend of the device type."
     )
     fix_safety = REVIEW
     # Not comparisons: ``args.dist_backend == "nccl"`` is about NCCL itself.
-    node_types = (ast.Call, ast.Assign, ast.AnnAssign)
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.IfExp)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.IfExp):  # the NCCL switch wherever it stands
+            operands = [node]
+        elif isinstance(node, ast.Call):
             operands = [*node.args, *(kw.value for kw in node.keywords)]
         else:  # ``backend = "nccl"`` (passed on to init_process_group later)
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is None or not any(mentions(t, ("backend",)) for t in targets):
                 return
             operands = [node.value]
-            if isinstance(node.value, ast.IfExp):
+            if isinstance(node.value, ast.IfExp) and not _nccl_if_available(node.value, ctx):
                 operands = [node.value.body, node.value.orelse]
         for operand in operands:
-            if isinstance(operand, ast.Constant) and operand.value == "nccl":
+            if id(operand) in ctx.claimed:
+                continue
+            if _nccl_if_available(operand, ctx):
+                ctx.claimed.add(id(operand))
+                # `"nccl" if dist.is_nccl_available() else "gloo"`: NCCL when the build has it,
+                # so "nccl" on a CUDA build even without a GPU. The device's default backend
+                # ("gloo" without an accelerator) replaces the whole switch.
+                yield ctx.finding(
+                    self,
+                    operand,
+                    '"nccl" when the build has NCCL, else "gloo": use the device\'s default '
+                    "backend",
+                    "torch.distributed.get_default_backend_for_device(getattr(torch.accelerator."
+                    'current_accelerator(check_available=True), "type", "cpu"))',
+                )
+            elif isinstance(operand, ast.Constant) and operand.value == "nccl":
                 yield ctx.finding(
                     self,
                     operand,
                     '"nccl" works on CUDA only; use the device\'s default backend',
                     f"torch.distributed.get_default_backend_for_device({ACCELERATOR_TYPE})",
                 )
+
+
+def _nccl_if_available(node: ast.expr, ctx: Context) -> bool:
+    """``"nccl" if dist.is_nccl_available() else <other>``."""
+    return (
+        isinstance(node, ast.IfExp)
+        and isinstance(node.test, ast.Call)
+        and ctx.qualname(node.test.func) == "torch.distributed.is_nccl_available"
+        and isinstance(node.body, ast.Constant)
+        and node.body.value == "nccl"
+    )
 
 
 class NvtxRange(QualnameRule):

@@ -48,18 +48,26 @@ class DotCudaCall(Rule):
             return
         safety = SAFE if not node.args and not node.keywords else REVIEW
         receiver = ast.unparse(func.value)
+        message = "`.cuda()` works on CUDA only; use `.to(<accelerator>)`"
         target = "torch.accelerator.current_accelerator()"
-        if node.args:  # .cuda(device): the accelerator's device with that index
-            target = f"torch.device({ACCELERATOR_TYPE}, {ast.unparse(node.args[0])})"
+        if node.args:
+            # By the argument's kind, so that the rewrite is `.cuda(arg)` on CUDA: an index
+            # literal becomes the accelerator's device with that index; anything else (a
+            # torch.device, a string, an index in a variable) is what `.to()` takes as it is
+            # (`torch.device(type, <a torch.device>)` would raise a TypeError on CUDA itself).
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and type(arg.value) is int:
+                target = f"torch.device({ACCELERATOR_TYPE}, {arg.value})"
+            else:
+                target = ast.unparse(arg)
+                message += (
+                    " (review: `.to(arg)` is `.cuda(arg)` on CUDA for an index, a device or a "
+                    "string; a None, which `.cuda()` reads as the current device, leaves it "
+                    "where it is)"
+                )
         args = [target, *(ast.unparse(kw) for kw in node.keywords)]
         replacement = f"{receiver}.to({', '.join(args)})"
-        yield ctx.finding(
-            self,
-            node,
-            "`.cuda()` works on CUDA only; use `.to(<accelerator>)`",
-            replacement,
-            safety,
-        )
+        yield ctx.finding(self, node, message, replacement, safety)
 
 
 class CudaDeviceLiteral(Rule):
@@ -68,7 +76,11 @@ class CudaDeviceLiteral(Rule):
 
     Also flagged: f-strings and ``.format`` calls that start with "cuda:" (``f"cuda:{rank}"``),
     a "cuda" branch of a conditional, a "cuda" assigned to a variable or attribute named like a
-    device, and one returned by a function named like one. The replacement is a ``str`` as the
+    device (or of any name the function then uses as a device: ``arg = "cuda:0"`` ...
+    ``torch.device(arg)``), one returned by a function named like one, and
+    ``device_map="cuda"`` (review next to ``attn_implementation="flash_attention_2"``, which is
+    CUDA-only). Lightning's ``accelerator="cuda"`` becomes ``"auto"`` (review: Lightning knows
+    its own accelerators, not every device type). The replacement is a ``str`` as the
     literal is, equal to it on CUDA and on a machine without an accelerator, so every one of
     these rewrites is safe. The common switch ``"cuda" if torch.cuda.is_available() else "cpu"``
     is rewritten whole.
@@ -96,9 +108,16 @@ class CudaDeviceLiteral(Rule):
         "the same device on CUDA and the right one everywhere else."
     )
     fix_safety = SAFE
-    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return, ast.Dict)
+    node_types = (ast.Call, ast.Assign, ast.AnnAssign, ast.Return, ast.Dict, ast.IfExp)
 
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if isinstance(node, ast.IfExp):
+            # The switch wherever it stands (``run(model, "cuda" if ... else "cpu")``): it can
+            # only be a device. Places seen first (a ``device=``) have claimed it already.
+            switch = switch_finding(self, node, ctx)
+            if switch is not None:
+                yield switch
+            return
         if isinstance(node, ast.Dict):  # a config: {"device": "cuda"}
             values = [
                 v
@@ -108,6 +127,7 @@ class CudaDeviceLiteral(Rule):
             yield from self._report(values, ctx, SAFE)
             return
         if isinstance(node, ast.Call):
+            yield from self._lightning_accelerator(node, ctx)
             yield from self._report(self._amp_devices(node, ctx), ctx, REVIEW)
             # Passed straight to a device parameter: the generic device means the same on CUDA.
             yield from self._report(self._call_devices(node, ctx), ctx, SAFE)
@@ -119,12 +139,37 @@ class CudaDeviceLiteral(Rule):
                 yield from self._report([node.value], ctx, SAFE)
         else:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if node.value is not None and any(_names_a_device(t) for t in targets):
+            if node.value is not None and any(
+                _names_a_device(t) or _used_as_device(t, node, ctx) for t in targets
+            ):
                 yield from self._report([node.value], ctx, SAFE)
+
+    def _lightning_accelerator(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        """``Fabric(accelerator="cuda")`` / ``Trainer(accelerator="cuda")``: Lightning knows the
+        accelerators it ships, not the device type of any backend, so the generic device would
+        not do; "auto" picks CUDA where it is and runs elsewhere (review: a run that failed
+        without CUDA now runs, on the CPU or another accelerator Lightning supports)."""
+        for keyword in node.keywords:
+            value = keyword.value
+            if keyword.arg == "accelerator" and is_cuda_literal(value) and value.value == "cuda":
+                ctx.claimed.add(id(value))
+                yield ctx.finding(
+                    self,
+                    value,
+                    'accelerator="cuda" runs on CUDA only; "auto" picks it where it is',
+                    '"auto"',
+                    REVIEW,
+                )
 
     @staticmethod
     def _call_devices(node: ast.Call, ctx: Context) -> list[ast.expr]:
         values = [kw.value for kw in node.keywords if kw.arg in _DEVICE_KEYWORDS]
+        # transformers / accelerate: from_pretrained(..., device_map="cuda")
+        values += [
+            kw.value
+            for kw in node.keywords
+            if kw.arg == "device_map" and not _asks_for_flash_attention(node)
+        ]
         func = node.func
         name = ctx.qualname(func)
         if node.args and (
@@ -142,6 +187,9 @@ class CudaDeviceLiteral(Rule):
         return values
 
     def _amp_devices(self, node: ast.Call, ctx: Context) -> list[ast.expr]:
+        if any(kw.arg == "device_map" for kw in node.keywords) and _asks_for_flash_attention(node):
+            # FlashAttention 2 is CUDA-only: the device can change only with the attention
+            return [kw.value for kw in node.keywords if kw.arg == "device_map"]
         """Device types that switch mixed precision on (``autocast(device_type="cuda")``,
         ``GradScaler("cuda")``): on another accelerator the rewrite turns AMP on, which changes
         the numbers (review)."""
@@ -152,21 +200,9 @@ class CudaDeviceLiteral(Rule):
 
     def _report(self, values: list[ast.expr], ctx: Context, safety: str) -> Iterator[Finding]:
         for value in values:
-            switch = _cuda_else_cpu(value, ctx)
-            if switch is not None and id(value) not in ctx.claimed:
-                # The device switch of most CUDA-first code, rewritten whole: same str on CUDA
-                # and without an accelerator, the current accelerator's type elsewhere.
-                guard = value.test if isinstance(value.test, ast.Call) else value.test.operand
-                literals = [id(literal) for literal in _device_literals(value)]
-                ctx.claimed.update([id(value), id(guard), id(guard.func), *literals])
-                yield ctx.finding(
-                    self,
-                    value,
-                    'device "cuda" if CUDA is available, else "cpu": use the current '
-                    'accelerator, or "cpu"',
-                    _switch_replacement(switch),
-                    SAFE,
-                )
+            switch = switch_finding(self, value, ctx)
+            if switch is not None:
+                yield switch
                 continue
             for literal in _device_literals(value):
                 if id(literal) in ctx.claimed:
@@ -187,6 +223,26 @@ class CudaDeviceLiteral(Rule):
                     # and two rewrites of one span cannot both apply
                     REVIEW if nested else safety,
                 )
+
+
+def switch_finding(rule: Rule, value: ast.expr, ctx: Context) -> Finding | None:
+    """The finding for ``"cuda" if torch.cuda.is_available() else "cpu"`` (``value``), which is
+    rewritten whole, its guard and literal claimed together: the device switch of most CUDA-first
+    code, the same str on CUDA and without an accelerator, the current accelerator's type
+    elsewhere. None for any other expression (or one already reported)."""
+    switch = _cuda_else_cpu(value, ctx)
+    if switch is None or id(value) in ctx.claimed:
+        return None
+    guard = value.test if isinstance(value.test, ast.Call) else value.test.operand
+    literals = [id(literal) for literal in _device_literals(value)]
+    ctx.claimed.update([id(value), id(guard), id(guard.func), *literals])
+    return ctx.finding(
+        rule,
+        value,
+        'device "cuda" if CUDA is available, else "cpu": use the current accelerator, or "cpu"',
+        _switch_replacement(switch),
+        SAFE,
+    )
 
 
 CUDA_ELSE_CPU = (
@@ -276,13 +332,54 @@ def _names_a_device(target: ast.expr) -> bool:
     return False
 
 
+def _asks_for_flash_attention(node: ast.Call) -> bool:
+    return any(
+        kw.arg == "attn_implementation"
+        and isinstance(kw.value, ast.Constant)
+        and "flash_attention" in str(kw.value.value)
+        for kw in node.keywords
+    )
+
+
+def _used_as_device(target: ast.expr, node: ast.stmt, ctx: Context) -> bool:
+    """``arg = "cuda:0"`` where ``arg`` is later a device in the same function (or module):
+    ``torch.device(arg)``, ``device=arg``, ``.to(arg)``, ``map_location=arg`` (yolov5's
+    select_device). Looked up only for a "cuda" value, once per scope."""
+    if not isinstance(target, ast.Name) or not _device_literals_of(node.value):
+        return False
+    scope = ctx.enclosing_function(node)
+    cache = ctx.__dict__.setdefault("_device_names", {})
+    key = id(scope)
+    if key not in cache:
+        nodes = ast.walk(scope) if scope is not None else ctx._nodes
+        names = set()
+        for call in nodes:
+            if not isinstance(call, ast.Call):
+                continue
+            values = [kw.value for kw in call.keywords if kw.arg in _DEVICE_KEYWORDS]
+            func = call.func
+            if call.args and (
+                (isinstance(func, ast.Attribute) and func.attr == "to")
+                or ctx.qualname(func) == "torch.device"
+            ):
+                values.append(call.args[0])
+            names.update(v.id for v in values if isinstance(v, ast.Name))
+        cache[key] = names
+    return target.id in cache[key]
+
+
+def _device_literals_of(value: ast.expr | None) -> bool:
+    return value is not None and any(True for _ in _device_literals(value))
+
+
 def _in_device_function(node: ast.Return, ctx: Context) -> bool:
     function = ctx.enclosing_function(node)
     return function is not None and "device" in function.name.lower()
 
 
 class CudaDefaultArgument(Rule):
-    """A parameter whose default is a "cuda" device.
+    """A parameter whose default is a "cuda" device, or the switch
+    ``"cuda" if torch.cuda.is_available() else "cpu"`` (rewritten whole, as DA103 does).
 
     The default becomes the current accelerator's device type, a ``str`` as before, evaluated
     once when the function is defined, as the literal was: "cuda" on CUDA and on a machine
@@ -314,7 +411,10 @@ class CudaDefaultArgument(Rule):
     def visit(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         defaults = [*node.args.defaults, *node.args.kw_defaults]
         for default in defaults:
-            if default is not None and is_cuda_literal(default):
+            switch = switch_finding(self, default, ctx) if default is not None else None
+            if switch is not None:  # CLIP's load(device="cuda" if ... else "cpu")
+                yield switch
+            elif default is not None and is_cuda_literal(default):
                 yield ctx.finding(
                     self,
                     default,

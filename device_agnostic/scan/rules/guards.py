@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .base import REVIEW, SAFE, Context, Finding
+from .base import CUDA_DEVICE, REVIEW, SAFE, Context, Finding
 from .cuda_api import GUARDED_ONLY
 
 GUARD = "torch.cuda.is_available"
@@ -43,6 +43,23 @@ CUDA_ONLY_LIBRARIES = frozenset(
         "xformers",
     }
 )
+# Strings that say a check is about NVIDIA hardware or a CUDA-only runtime: an NVLink
+# topology check, `nvidia-smi`, onnxruntime's CUDA / TensorRT providers, a -gpu package.
+CUDA_ONLY_WORDS = frozenset(
+    {
+        "nvlink",
+        "nvidia_smi",
+        "nvml",
+        "cudaexecutionprovider",
+        "tensorrtexecutionprovider",
+        "onnxruntime_gpu",
+        "paddlepaddle_gpu",
+    }
+)
+# Names of functions that check NVIDIA hardware (`check_nvlink_connectivity`).
+_NVIDIA_NAMES = ("nvlink", "nvidia", "nvml")
+# Code under a folder named so (a vendored kernel package such as unsloth's) is CUDA by design.
+CUDA_ONLY_FOLDERS = CUDA_ONLY_LIBRARIES | {"unsloth"}
 _SKIP_DECORATORS = ("skipIf", "skipUnless", "skipif")
 
 
@@ -125,12 +142,29 @@ def _uses_cuda_only_library(region: list[ast.AST], ctx: Context) -> bool:
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if ctx.aliases.get(node.id, "").split(".")[0] in CUDA_ONLY_LIBRARIES:
                     return True
+                if any(word in node.id.lower() for word in _NVIDIA_NAMES):
+                    return True  # check_nvlink_connectivity(fabric)
+            elif isinstance(node, ast.Attribute):
+                if any(word in node.attr.lower() for word in _NVIDIA_NAMES):
+                    return True
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 # 'CUDA required for APEX optimizers': the check says what it is for
-                words = set(node.value.lower().replace("-", "_").split())
-                if words & CUDA_ONLY_LIBRARIES:
+                words = set(node.value.lower().replace("-", "_").replace(":", " ").split())
+                if words & (CUDA_ONLY_LIBRARIES | CUDA_ONLY_WORDS):
                     return True
     return False
+
+
+def _imports_cuda_only(node: ast.AST) -> bool:
+    """``import bitsandbytes as bnb``, ``from extensions.unsloth.executor import x``: any part
+    of the module's dotted name is a CUDA-only library."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module:
+        names = [node.module]
+    else:
+        return False
+    return any(set(name.split(".")) & CUDA_ONLY_FOLDERS for name in names)
 
 
 def _covered(node: ast.AST, safe: list[Finding]) -> bool:
@@ -166,6 +200,25 @@ def _leftover(region: list[ast.AST], ctx: Context, findings: list[Finding]) -> s
             if what and not _covered(node, safe):
                 return f"{what} at line {node.lineno} stays CUDA-only"
     return ""
+
+
+def _uncovered_device_literal(
+    region: list[ast.AST], findings: list[Finding], parents: dict[int, ast.AST]
+):
+    """The first "cuda" / "cuda:N" string in ``region`` that no safe finding rewrites and that
+    is a device chosen, not one compared with (``device == "cuda"`` asks, it does not pick)."""
+    safe = [f for f in findings if f.fix_safety == SAFE and f.replacement]
+    for top in region:
+        for node in ast.walk(top):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and CUDA_DEVICE.match(node.value)
+                and not isinstance(parents.get(id(node)), ast.Compare)
+                and not _covered(node, safe)
+            ):
+                return node
+    return None
 
 
 def _positive_regions(nodes: list[ast.AST], parents: dict[int, ast.AST], ctx: Context):
@@ -207,6 +260,7 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
         return findings
     parents = _parents(nodes)
     settled: dict[tuple[int, int], Finding | None] = {}
+    by_design_regions: list[list[ast.AST]] = []
     # "nccl" left for review: moving the model elsewhere needs that backend's change too.
     backend = next((f for f in findings if f.rule == "DA110"), None)
     for node in nodes:
@@ -216,13 +270,20 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
         if guard is None:
             continue
         region = _region(node, parents)
+        if region is None:
+            # `cuda = torch.cuda.is_available()`: what it guards is where the name is used
+            region = _uses_of_stored(node, parents) or None
+            if region is not None and not _uses_cuda_only_library(region, ctx):
+                region = None
+        if region is not None and _uses_cuda_only_library(region, ctx):
+            settled[(guard.line, guard.col)] = None  # CUDA by design
+            # what an `if` opens for it is too (the NVLink check's device properties)
+            by_design_regions.append(_positive_if_body(node, parents))
+            continue
         if backend is not None:
             why = f"the collective backend is chosen for CUDA at line {backend.line}"
         elif region is None:
             why = "its value is kept or passed on, so what it guards is unknown"
-        elif _uses_cuda_only_library(region, ctx):
-            settled[(guard.line, guard.col)] = None  # CUDA by design
-            continue
         else:
             why = _leftover(region, ctx, findings)
         if why:
@@ -232,6 +293,18 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
                 message=f"{guard.message} (review: it guards CUDA-only code: {why}; on another "
                 "accelerator the rewritten guard would run it)",
             )
+            literal = _uncovered_device_literal(region or [], findings, parents)
+            if literal is not None:
+                # `"cuda" if torch.cuda.is_available() else "cpu"` where the literal has no
+                # rewrite: the guard alone, rewritten, would pick "cuda" on another
+                # accelerator ("Torch not compiled with CUDA enabled"), so it gets none either.
+                settled[(guard.line, guard.col)] = dataclasses.replace(
+                    settled[(guard.line, guard.col)],
+                    replacement="",
+                    message=f"{guard.message} (no rewrite: it chooses the device "
+                    f"{literal.value!r} at line {literal.lineno}, which is not rewritten with "
+                    "it; the guard alone would pick CUDA on another accelerator)",
+                )
     out = []
     for finding in findings:
         key = (finding.line, finding.col)
@@ -240,8 +313,104 @@ def settle_guards(findings: list[Finding], nodes: list[ast.AST], ctx: Context) -
                 out.append(settled[key])
         else:
             out.append(finding)
+    if _cuda_only_module(nodes, ctx):
+        return []
     by_design = _cuda_only_spans(nodes, parents, ctx, out) + _old_torch_spans(nodes, parents, ctx)
+    by_design += _cuda_only_import_spans(nodes, parents)
+    by_design += [_region_span(region) for region in by_design_regions]
     return [f for f in out if not any(a <= f.line <= b for a, b in by_design)]
+
+
+def _region_span(region: list[ast.AST]) -> tuple[int, int]:
+    located = [n for n in region if hasattr(n, "lineno")]
+    if not located:
+        return (0, -1)
+    return (
+        min(_span(n)[0] for n in located),
+        max(getattr(n, "end_lineno", 0) or n.lineno for n in located),
+    )
+
+
+def _positive_if_body(guard: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
+    """The body of the ``if`` whose test is the guard (alone or and-ed); [] for any other
+    place (an assert's rest, a negated guard's fallback, a stored value)."""
+    node: ast.AST = guard
+    while True:
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.BoolOp) and isinstance(parent.op, ast.And):
+            node = parent
+            continue
+        if isinstance(parent, ast.If) and parent.test is node:
+            return list(parent.body)
+        return []
+
+
+def _uses_of_stored(guard: ast.Call, parents: dict[int, ast.AST]) -> list[ast.AST]:
+    """For ``name = <test with the guard>``: the statements after it, in its block, that read
+    ``name`` (what the stored check decides)."""
+    node: ast.AST = guard
+    while True:
+        parent = parents.get(id(node))
+        if parent is None:
+            return []
+        if isinstance(parent, ast.Assign):
+            break
+        if not isinstance(parent, ast.BoolOp | ast.UnaryOp | ast.Compare):
+            return []
+        node = parent
+    names = {t.id for t in parent.targets if isinstance(t, ast.Name)}
+    block = _block_of(parent, parents)
+    if not names or block is None:
+        return []
+    rest = block[block.index(parent) + 1 :]
+    return [
+        statement
+        for statement in rest
+        for n in ast.walk(statement)
+        if isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
+    ]
+
+
+def _cuda_only_module(nodes: list[ast.AST], ctx: Context) -> bool:
+    """A module of GPU kernels (a function decorated with ``@triton.jit`` or
+    ``@triton.autotune``), or one under a folder named after a CUDA-only library: CUDA by
+    design, nothing in it is reported."""
+    # the nearest folders only: where a checkout lives (an absolute path) says nothing
+    folders = set(ctx.path.replace("\\", "/").split("/")[:-1][-3:])
+    if folders & CUDA_ONLY_FOLDERS:
+        return True
+    for node in nodes:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if (ctx.qualname(target) or "").startswith("triton."):
+                    return True
+    return False
+
+
+def _cuda_only_import_spans(nodes: list[ast.AST], parents: dict[int, ast.AST]):
+    """The blocks (a function's body, an ``if`` branch) that import a CUDA-only library
+    themselves: ``import bitsandbytes as bnb`` before a ``.cuda()`` that quantizes, a test that
+    imports an unsloth kernel. Module-level imports do not count (a script that imports apex
+    at the top is not CUDA by design throughout)."""
+    spans = []
+    for node in nodes:
+        if not _imports_cuda_only(node):
+            continue
+        statement = node
+        # `try: import tensorrt` / `except ImportError: ...`: the block the try stands in
+        while isinstance(parents.get(id(statement)), ast.Try):
+            statement = parents[id(statement)]
+        parent = parents.get(id(statement))
+        if parent is None or isinstance(parent, ast.Module):
+            continue
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef):
+            spans.append(_span(parent))
+            continue
+        block = _block_of(statement, parents)
+        if block:
+            spans.append((block[0].lineno, block[-1].end_lineno or block[-1].lineno))
+    return spans
 
 
 def _span(node: ast.AST) -> tuple[int, int]:
