@@ -67,10 +67,13 @@ def test_an_unformatted_test_and_a_new_diagnostic_fail(tmp_path: Path, capsys) -
     assert any(d.startswith("F401") and "shlex" in d for d in scaler.new_diagnostics)
     test = results["test/test_amp_scale.py"]
     assert not test.clean and not test.formatted
-    assert "not ruff-formatted" in test.describe()
+    assert "test/test_amp_scale.py:12: PYFMT" in test.describe()
+    assert 'write if __name__ == "__main__":' in test.describe()
     assert main(["lint", "--series", str(series)]) == 1
     out = capsys.readouterr().out
     assert "0/2 files clean" in out and "F401" in out
+    # The diagnostic says where: the added import's line.
+    assert any(f.code == "F401" and f.line > 1 for f in scaler.findings)
 
 
 def test_what_the_stock_file_already_had_is_not_blamed(tmp_path: Path) -> None:
@@ -81,7 +84,7 @@ def test_what_the_stock_file_already_had_is_not_blamed(tmp_path: Path) -> None:
         {
             "torch/utils/checkpoint.py": (
                 "import contextlib\n",
-                "import contextlib\n\n\n# A comment that moves every line below.\n",
+                "import contextlib\n\n# A comment that moves every line below.\n",
             )
         },
         {},
@@ -89,7 +92,51 @@ def test_what_the_stock_file_already_had_is_not_blamed(tmp_path: Path) -> None:
     (result,) = lint_of(series).values()
     assert result.formatted_before is False
     assert result.clean, result.describe()
-    assert "as upstream's file was not" in result.describe()
+
+
+def test_usort_joins_a_wrapped_one_name_import(tmp_path: Path) -> None:
+    # PYFMT runs usort before ruff format: usort joins a one-name import that ruff format
+    # alone leaves wrapped (and orders the names of an import).
+    wrapped = FORMATTED_TEST.replace(
+        "import torch\n",
+        "import torch\nfrom torch.testing._internal.common_device_type import (\n"
+        "    instantiate_device_type_tests,\n)\n",
+    ).replace("if __name__", "instantiate_device_type_tests(TestScale, globals())\n\n\nif __name__")
+    series = make_series(tmp_path, {}, {"test/test_amp_scale.py": wrapped})
+    (result,) = lint_of(series).values()
+    (finding,) = result.findings
+    assert (finding.path, finding.line, finding.code) == ("test/test_amp_scale.py", 4, "PYFMT")
+    assert "rewrite lines 4-6" in finding.message
+    assert "import instantiate_device_type_tests" in finding.fix
+
+
+def test_a_new_unformatted_line_counts_in_an_unformatted_file(tmp_path: Path) -> None:
+    # checkpoint.py is not PYFMT-clean upstream; a line the patch adds is still held to PYFMT
+    # (a 92-column line that ruff format wraps), and only that line is blamed.
+    long_call = f'    _unused = ("{"a" * 40}", "{"b" * 30}")\n'
+    assert len(long_call.rstrip()) == 92
+    series = make_series(
+        tmp_path,
+        {
+            "torch/utils/checkpoint.py": (
+                "def detach_variable(inputs: Tuple[Any, ...]) -> Tuple[torch.Tensor, ...]:\n",
+                "def detach_variable(inputs: Tuple[Any, ...]) -> Tuple[torch.Tensor, ...]:\n"
+                + long_call,
+            )
+        },
+        {},
+    )
+    (result,) = lint_of(series).values()
+    assert result.formatted_before is False
+    (finding,) = result.findings
+    assert finding.code == "PYFMT" and "columns" in finding.message, result.describe()
+    line = (
+        (REAL_TORCH / "utils" / "checkpoint.py")
+        .read_text()
+        .splitlines()
+        .index("def detach_variable(inputs: Tuple[Any, ...]) -> Tuple[torch.Tensor, ...]:")
+    )
+    assert finding.line == line + 2
 
 
 def test_the_real_series_is_lint_clean(capsys) -> None:

@@ -150,8 +150,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = commands.add_parser(
         "lint",
-        help="check every file the series patches or adds with PyTorch's own ruff settings "
-        "(format and lint, line length 88); exit 1 when one is not clean",
+        help="check every file the series patches or adds with PyTorch's own PYFMT (usort, then "
+        "ruff format) and ruff check settings; a new unformatted or over-long line counts also "
+        "in a file upstream keeps unformatted; exit 1 on any finding (file:line and the fix)",
     )
     sub.add_argument(
         "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
@@ -189,8 +190,15 @@ def lint(args: argparse.Namespace) -> tuple[list[str], int]:
             lines.append(f"{patch}: {result.describe()}")
     total = sum(len(files) for files in results.values())
     lines.append(
-        f"{total - dirty}/{total} files clean with PyTorch's ruff settings ({RUFF_CONFIG.name})"
+        f"{total - dirty}/{total} files clean with PyTorch's PYFMT (usort, ruff format) and "
+        f"ruff check settings ({RUFF_CONFIG.name})"
     )
+    if dirty:
+        lines.append(
+            "fix a PYFMT finding in the checkout with `usort format FILE` then `ruff format "
+            f"--config {RUFF_CONFIG} FILE` (usort with PyTorch's pyproject.toml), then "
+            "capture the series again (docs/patch-queue.md)"
+        )
     return lines, 1 if dirty else 0
 
 
