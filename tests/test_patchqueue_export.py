@@ -342,7 +342,8 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
     """The forward queue, each patch alone (or on what it Depends-On) on a repository of the
     installed torch's files the series touches, each test folded into a stand-in of the suite
     its Upstream-Test names (the suites at the base are not on this machine): the branch
-    changes the suite, adds no test file, and the folded suite passes PyTorch's ruff settings."""
+    changes the suite, adds no test file, and the folded suite passes PyTorch's PYFMT (usort,
+    ruff format: export refuses a fold with a finding) and ruff check."""
     repo = tmp_path / "pytorch"
     series = load_series(PATCHES)
     for rel in sorted({f.path for p in series.patches for f in p.files if f.status != "added"}):

@@ -25,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
 from tools.patchqueue.fold import Fold, fold_test, folds
 from tools.patchqueue.gitqueue import _branch_exists, _git, require_clean_and_idle
+from tools.patchqueue.lint import lint_texts
+from tools.patchqueue.pyfmt import Finding
 from tools.patchqueue.series import Patch, Series
 
 BRANCH_PREFIX = "device-agnostic/"
@@ -492,6 +495,13 @@ def export(
         except (OSError, ValueError) as exc:
             raise BadInput(f"{verify_json}: cannot read the verify JSON: {exc}") from exc
     _check_applies(series, root, stack, needs)
+    findings = folded_suite_lint(series, _base_reader(root, series.base.commit))
+    if findings:
+        raise BadInput(
+            "the folded suites would fail PyTorch's lint (PYFMT, ruff check); fix the tests "
+            "(see `scripts/patches lint --pytorch CHECKOUT`):\n"
+            + "\n".join(f.describe() for f in findings)
+        )
     made: list[str] = []
     ok = False
     created_out = not out.exists()
@@ -571,6 +581,36 @@ def suite_folds(patch: Patch) -> list[Fold]:
     trailer = parse_message(patch).trailers.get("Upstream-Test", "")
     added = [f.path for f in patch.files if f.status == "added" and f.path.startswith("test/")]
     return folds(trailer, added) if trailer else []
+
+
+def folded_suite_lint(series: Series, read: Callable[[str], bytes | None]) -> list[Finding]:
+    """Fold every patch's tests into their suites in memory (each patch on the series applied
+    to ``read``'s files, as export makes it) and lint each folded suite against the suite as it
+    was: the PYFMT and ruff findings the folds add. Raises BadInput when a suite is missing."""
+    plan = plan_series(series, read, lambda _: "target")
+    rounds: list[tuple[dict[str, str | None], dict[str, str]]] = []
+    for patch in series.patches:
+        for fold in suite_folds(patch):
+            suite = plan.original.get(fold.suite)
+            if suite is None:
+                suite = read(fold.suite)
+            new = plan.files.get(fold.new)
+            if suite is None or new is None:
+                continue  # reported by export's own checks (missing_suites)
+            before = suite.decode("utf-8")
+            after = fold_test(new.decode("utf-8"), before, fold.new, fold.suite)
+            # A suite several patches fold into is linted once per fold, in separate rounds.
+            free = [r for r in rounds if fold.suite not in r[1]]
+            if not free:
+                rounds.append(({}, {}))
+                free = rounds[-1:]
+            free[0][0][fold.suite] = before
+            free[0][1][fold.suite] = after
+    found: list[Finding] = []
+    for old, folded in rounds:
+        for result in lint_texts(old, folded).values():
+            found += result.findings
+    return found
 
 
 def _fold_tests(worktree: Path, patch: Patch, identity: list[str]) -> None:
