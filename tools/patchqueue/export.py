@@ -72,7 +72,12 @@ class Message:
     subject: str
     paragraphs: tuple[str, ...]  # the body without the test plan and the trailers
     test_plan: str  # the body's "Test plan:" section (without the heading), or ""
-    trailers: dict[str, str]
+    trailers: dict[str, str]  # the first value of each trailer
+    all_trailers: tuple[tuple[str, str], ...] = ()  # every trailer, repeated ones too, in order
+
+    def values(self, key: str) -> list[str]:
+        """Every value of a repeatable trailer (``Related-PR:``, ``Evidence-*:``)."""
+        return [v for k, v in self.all_trailers if k == key]
 
     @property
     def area(self) -> str:
@@ -92,11 +97,14 @@ def parse_message(patch: Patch) -> Message:
     body = "\n".join(lines[start:end]).strip("\n")
     paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
     trailers: dict[str, str] = {}
+    every: list[tuple[str, str]] = []
     if paragraphs:
         last = paragraphs[-1].splitlines()
         pairs = [line.split(":", 1) for line in last]
         if all(len(p) == 2 and re.fullmatch(r"[A-Za-z-]+", p[0]) for p in pairs):
-            trailers = {k.strip(): v.strip() for k, v in pairs}
+            every = [(k.strip(), v.strip()) for k, v in pairs]
+            for key, value in every:
+                trailers.setdefault(key, value)
             paragraphs = paragraphs[:-1]
     test_plan: list[str] = []
     rest: list[str] = []
@@ -109,7 +117,7 @@ def parse_message(patch: Patch) -> Message:
                 test_plan.append(tail)
             continue
         (test_plan if in_plan else rest).append(paragraph)
-    return Message(patch.subject, tuple(rest), "\n\n".join(test_plan), trailers)
+    return Message(patch.subject, tuple(rest), "\n\n".join(test_plan), trailers, tuple(every))
 
 
 def topic(patch: Patch) -> str:
@@ -120,6 +128,10 @@ def topic(patch: Patch) -> str:
 def is_backport(message: Message) -> str | None:
     """Why the patch is not in the forward queue (upstream has it, or an open PR carries it);
     None when it is to be exported."""
+    hold = message.trailers.get("Export", "").strip()
+    if hold.lower().startswith("hold"):
+        why = hold[4:].strip(" :-") or "no reason given"
+        return f"held (Export: hold): {why}"
     applied = message.trailers.get("Applied-Upstream", "no").strip()
     if applied.lower() not in ("", "no"):
         return f"upstream already has it ({applied}); kept as a backport for the base version"
@@ -214,38 +226,35 @@ def _verify_entry(report: object, patch: Patch) -> object | None:
     return None
 
 
-def _evidence(patch: Patch, verify: object | None, verify_path: Path | None) -> str:
-    if verify is None:
-        return (
-            "Fail-before/pass-after evidence: run `scripts/patches verify` (it runs this patch's "
-            "test against stock torch, where it must fail, and with the patch, where it must "
-            "pass) and paste its table here before marking the PR ready for review."
-        )
-    entry = _verify_entry(verify, patch)
+def _evidence(patch: Patch, verify: object | None) -> str:
+    """The recorded fail-before/pass-after runs: the verify JSON's record of the patch when one
+    is given, and the patch's ``Evidence-<device>:`` trailers (the failure line seen there before
+    the fix). Written out for a reviewer; empty when nothing was recorded."""
+    message = parse_message(patch)
+    lines: list[str] = []
+    for key, value in message.all_trailers:
+        if key.startswith("Evidence-"):
+            lines.append(f"- {key.removeprefix('Evidence-')}, before the fix: {value}")
+    entry = _verify_entry(verify, patch) if verify is not None else None
     if entry is None:
-        return (
-            f"`{verify_path}` has no record of {patch.name}: run `scripts/patches verify` "
-            "and paste its result here."
-        )
+        return "\n".join(lines)
     torch = verify.get("torch", "?") if isinstance(verify, dict) else "?"
-    lines = [
-        f"Fail-before/pass-after evidence from `scripts/patches verify --json` "
-        f"({verify_path.name}, torch {torch}):",
-        "",
-    ]
     tests = entry.get("tests") if isinstance(entry, dict) else None
     if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
-        return "\n".join([*lines, "```json", json.dumps(entry, indent=2, sort_keys=True), "```"])
+        return "\n".join(lines)
+    lines.append(f"Runs of the test file on torch {torch}, without and with this change:")
     for test in tests:
         lines.append(f"- `{test.get('file', '?')}`")
         for key, label in (
             ("stock_neuron", "stock torch on a PrivateUse1 backend (must fail)"),
             ("patched_neuron", "with the patch (must pass)"),
+            ("stock_openreg", "stock torch on OpenReg (must fail)"),
+            ("patched_openreg", "OpenReg with the patch (must pass)"),
             ("stock_cpu", "CPU, before"),
             ("patched_cpu", "CPU, after"),
         ):
             run = test.get(key)
-            if isinstance(run, dict):
+            if isinstance(run, dict) and run.get("outcome") != "not run":
                 failing = run.get("failing") or []
                 extra = f" ({'; '.join(map(str, failing[:4]))})" if failing else ""
                 lines.append(f"  - {label}: {run.get('summary', run.get('outcome', '?'))}{extra}")
@@ -253,7 +262,17 @@ def _evidence(patch: Patch, verify: object | None, verify_path: Path | None) -> 
     return "\n".join(lines)
 
 
-def _upstream_state(message: Message) -> str:
+def _related(value: str) -> str:
+    """``pytorch/pytorch#123 (open) fixes the same call`` as a Markdown line naming the link."""
+    match = re.match(r"\s*(?:pytorch/pytorch)?#(\d+)\s*(\(([^)]*)\))?\s*(.*)$", value)
+    if match is None:
+        return value
+    number, _, state, relation = match.groups()
+    state = f" ({state})" if state else ""
+    return f"#{number}{state}" + (f": {relation}" if relation else "")
+
+
+def _upstream_state(message: Message, titles: dict[str, str] | None = None) -> str:
     """What was found upstream, from the trailers (checked in pytorch/pytorch's issues/PRs)."""
     bug = message.trailers.get("Bug", "none")
     forwarded = message.trailers.get("Forwarded", "no")
@@ -264,9 +283,15 @@ def _upstream_state(message: Message) -> str:
         f"{forwarded if forwarded.lower() != 'no' else 'none found'}",
         f"- Already upstream: {applied if applied.lower() != 'no' else 'no'}",
     ]
-    needs = depends_on(message)
-    if needs:
-        lines.append(f"- Stacked on: {', '.join(needs)} (its PR must land first)")
+    lines += [f"- Related PR {_related(v)}" for v in message.values("Related-PR")]
+    lines += [f"- Related issue {_related(v)}" for v in message.values("Related-Issue")]
+    searched = message.trailers.get("Upstream-Searched")
+    if searched:
+        lines.append(f"- Open PRs and issues searched on {searched}")
+    for needed in depends_on(message):
+        title = (titles or {}).get(needed)
+        named = f'the PR "{title}"' if title else needed
+        lines.append(f"- Stacked on {named}, which must land first")
     return "\n".join(lines)
 
 
@@ -278,9 +303,44 @@ def _says_behaviour(paragraph: str) -> bool:
     )
 
 
-def _behaviour_changes(message: Message) -> str:
-    """The body's paragraphs that say what behaviour changes (or stays) for whom."""
-    said = [p for p in message.paragraphs[1:] if _says_behaviour(p)]
+_ABBREVIATIONS = ("e.g.", "i.e.", "cf.", "etc.", "vs.", "resp.")
+
+
+def ends_sentence(paragraph: str) -> bool:
+    """Whether a paragraph ends a sentence (not on ``:`` or an abbreviation such as ``e.g.``);
+    an indented block (code, an error message) is ended by what follows it."""
+    text = paragraph.rstrip()
+    if paragraph.startswith("    "):
+        return True
+    if text.endswith(_ABBREVIATIONS):
+        return False
+    return re.search(r"[.!?][)\"'`*_]*$", text) is not None
+
+
+def starts_sentence(paragraph: str) -> bool:
+    """Whether a paragraph can begin a sentence: not an indented continuation (a block belongs
+    to the sentence that introduces it) and not lower case."""
+    if paragraph.startswith((" ", "\t")):
+        return False
+    first = paragraph.lstrip("`*_\"'([")[:1]
+    return not first.islower()
+
+
+def sentence_units(paragraphs: tuple[str, ...] | list[str]) -> list[str]:
+    """The paragraphs joined wherever a sentence runs on across a blank line (``... e.g.``,
+    a block, ``so ...``): a section may start or end only at a unit's edge."""
+    units: list[list[str]] = []
+    for paragraph in paragraphs:
+        if units and not (ends_sentence(units[-1][-1]) and starts_sentence(paragraph)):
+            units[-1].append(paragraph)
+        else:
+            units.append([paragraph])
+    return ["\n\n".join(unit) for unit in units]
+
+
+def _behaviour_changes(units: list[str]) -> str:
+    """The body's units that say what behaviour changes (or stays) for whom."""
+    said = [u for u in units[1:] if _says_behaviour(u)]
     return "\n\n".join(said) or (
         "(the patch body states no behaviour change: say what changes on CPU, CUDA, MPS, XPU "
         "and other accelerators before opening the PR)"
@@ -288,15 +348,18 @@ def _behaviour_changes(message: Message) -> str:
 
 
 def _devices(patch: Patch, verify: object | None) -> str:
-    """On which devices or mocks the test fails before the fix, from the verify JSON."""
+    """On which devices or mocks the test fails before the fix, from the verify JSON; empty
+    without one."""
     entry = _verify_entry(verify, patch) if verify is not None else None
     tests = entry.get("tests") if isinstance(entry, dict) else None
     if not isinstance(tests, list):
-        return "Fails before the fix on: (run `scripts/patches verify --json` and export again)"
-    neuron = any(
-        isinstance(t, dict) and (t.get("stock_neuron") or {}).get("outcome") == "failed"
-        for t in tests
-    )
+        return ""
+
+    def failed(key: str) -> bool:
+        return any(
+            isinstance(t, dict) and (t.get(key) or {}).get("outcome") == "failed" for t in tests
+        )
+
     without = sorted(
         {
             str(name).split(": ", 1)[-1].rsplit(".", 1)[0]
@@ -312,7 +375,9 @@ def _devices(patch: Patch, verify: object | None) -> str:
             + ", ".join(f"`{name}`" for name in without)
             + " (a class named ...Mock pretends the trait it names; see its docstring)"
         )
-    if neuron:
+    if failed("stock_openreg"):
+        lines.append("- OpenReg, PyTorch's in-tree PrivateUse1 test backend")
+    if failed("stock_neuron"):
         lines.append("- a PrivateUse1 backend (the out-of-tree reference backend `neuron`)")
     if len(lines) == 1:
         lines.append("- nothing: the test does not fail before the fix (not ready)")
@@ -320,21 +385,22 @@ def _devices(patch: Patch, verify: object | None) -> str:
 
 
 def body_markdown(
-    patch: Patch, verify: object | None = None, verify_path: Path | None = None
+    patch: Patch,
+    verify: object | None = None,
+    verify_path: Path | None = None,
+    titles: dict[str, str] | None = None,
 ) -> str:
-    """body.md in the shape of PyTorch's pull-request template."""
+    """body.md in the shape of PyTorch's pull-request template.
+
+    ``titles`` maps patch file names to their PR titles (a stacked PR names the one it needs).
+    No section starts or ends inside a sentence (see :func:`sentence_units`).
+    """
+    del verify_path  # the body says what the runs showed, not where the file was
     message = parse_message(patch)
-    paragraphs = message.paragraphs
-    # The summary is the first paragraph, with the example it introduces ("... fails:" and the
-    # indented error message below it) so that it is not cut in two.
-    cut = 1 if paragraphs else 0
-    while cut < len(paragraphs) and (
-        paragraphs[cut - 1].rstrip().endswith(":") or paragraphs[cut].startswith("    ")
-    ):
-        cut += 1
-    summary = "\n\n".join(paragraphs[:cut]) or message.subject
+    units = sentence_units(message.paragraphs)
+    summary = units[0] if units else message.subject
     # What the body says of behaviour has its own section; the rest is the details.
-    details = "\n\n".join(p for p in paragraphs[cut:] if not _says_behaviour(p))
+    details = "\n\n".join(u for u in units[1:] if not _says_behaviour(u))
     bc = next(
         (
             line.split(":", 1)[1].strip()
@@ -349,29 +415,26 @@ def body_markdown(
         summary, details, plan = (
             text.replace(fold.new, fold.suite) for text in (summary, details, plan)
         )
-    parts = [
-        _fixes_line(message),
-        "## Summary",
-        summary,
-    ]
+    parts = [_fixes_line(message), "## Summary", summary]
     if details:
         parts += ["### Details", details]
     parts += [
         "## Upstream state",
-        _upstream_state(message),
+        _upstream_state(message, titles),
         "## Behaviour changes",
-        _behaviour_changes(message),
+        _behaviour_changes(units),
         "## Test plan",
         plan,
-        _devices(patch, verify),
-        _evidence(patch, verify, verify_path),
-        "## BC-breaking",
-        f"BC-breaking: {bc}",
     ]
+    parts += [text for text in (_devices(patch, verify), _evidence(patch, verify)) if text]
+    parts += ["## BC-breaking", f"BC-breaking: {bc}"]
     links = [f"- {k}: {message.trailers[k]}" for k in TRAILER_KEYS if k in message.trailers]
     if links:
         parts += ["## Related", "\n".join(links)]
     parts += [
+        "## Labels",
+        "Suggested labels (for a maintainer to apply): "
+        + ", ".join(f"`{label}`" for label in labels(message)),
         "## How this change was produced",
         "This change was produced with AI assistance (the code change, its test and this "
         "description). A person reviewed the change, the test and the fail-before/pass-after "
@@ -383,7 +446,8 @@ def body_markdown(
 
 
 def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | None) -> str:
-    """commands.sh: the exact push and draft-PR commands. Written, never run."""
+    """commands.sh: the exact push and draft-PR commands. Written, never run. No ``--label``:
+    outside contributors cannot set labels; body.md suggests them."""
     branch = branch_name(patch)
     head = f"{head_owner}:{branch}" if head_owner else branch
     push = ["git", "push", remote, branch]
@@ -393,8 +457,6 @@ def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | N
         "--body-file", str(folder / "body.md"),
         "--base", "main", "--head", head,
     ]  # fmt: skip
-    for label in labels(parse_message(patch)):
-        create += ["--label", label]
     guard = shlex.join(["grep", "-qF", REVIEWER_PLACEHOLDER, str(folder / "body.md")])
     return (
         "#!/usr/bin/env bash\n"
@@ -537,13 +599,14 @@ def export(
             _git(worktree, *identity, "commit", "-q", "--amend", "--no-edit", "--reset-author")
             _fold_tests(worktree, patch, identity)
         lines = []
+        titles = {p.name: p.subject for p in series.patches}
         for patch in series.patches:
             folder = out / topic(patch)
             folder.mkdir(parents=True)
             message = parse_message(patch)
             (folder / "title.txt").write_text(message.subject + "\n", encoding="utf-8")
             (folder / "body.md").write_text(
-                body_markdown(patch, verify, verify_json), encoding="utf-8"
+                body_markdown(patch, verify, verify_json, titles), encoding="utf-8"
             )
             (folder / "labels.txt").write_text("\n".join(labels(message)) + "\n", "utf-8")
             script = folder / "commands.sh"
@@ -551,6 +614,11 @@ def export(
             script.chmod(0o755)
             commit = _git(root, "rev-parse", "--short", branch_name(patch)).stdout.strip()
             lines.append(f"{patch.name}: branch {branch_name(patch)} ({commit}), {folder}")
+            if not _evidence(patch, verify):
+                lines.append(
+                    f"{patch.name}: body.md records no fail-before run (no Evidence-* trailer, "
+                    "no --verify-json): add the evidence before opening the PR"
+                )
         ok = True
     finally:
         # The worktree first: git refuses to delete a branch checked out in one.
