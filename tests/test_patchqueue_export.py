@@ -446,3 +446,58 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
             text=True,
         )
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_export_base_cuts_the_branches_from_main(project, tmp_path) -> None:
+    # main has moved on since the series' base: --base main starts every branch there.
+    (project.repo / "README.md").write_text("newer main\n")
+    git(project.repo, "add", "README.md")
+    git(project.repo, "commit", "-q", "-m", "main moves on")
+    head = git(project.repo, "rev-parse", "HEAD").strip()
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out),
+               "--base", "main") == 0  # fmt: skip
+    for name in names(project):
+        assert git(project.repo, "rev-parse", f"device-agnostic/{name}^").strip() == head
+
+
+def test_a_base_that_is_not_on_main_is_refused(project, tmp_path, capsys) -> None:
+    # A release commit: on its own branch, not an ancestor of main.
+    git(project.repo, "checkout", "-q", "-b", "release/2.13", project.base)
+    (project.repo / "version.txt").write_text("2.13.0\n")
+    git(project.repo, "add", "version.txt")
+    git(project.repo, "commit", "-q", "-m", "release 2.13.0")
+    git(project.repo, "checkout", "-q", "main")
+    before = git_state(project.repo)
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out),
+               "--base", "release/2.13") == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--base release/2.13" in err and "is not on main" in err
+    assert "export with --base origin/main" in err and "refresh --onto" in err
+    assert git_state(project.repo) == before and not out.exists()
+
+
+def test_an_upstream_test_suite_missing_from_the_checkout_names_the_closest(
+    project, tmp_path, capsys
+) -> None:
+    # 0048's case: test/distributed/test_state_dict_utils.py does not exist; the suite is in
+    # test/distributed/checkpoint/.
+    suite = project.repo / "test" / "distributed" / "checkpoint" / "test_state_dict_utils.py"
+    suite.parent.mkdir(parents=True)
+    suite.write_text(UPSTREAM_SUITE)
+    git(project.repo, "add", "-A")
+    git(project.repo, "commit", "-q", "-m", "the suite")
+    first = sorted(project.series.glob("0001-*.patch"))[0]
+    add_trailer(first, "Upstream-Test: test/distributed/test_state_dict_utils.py")
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out),
+               "--base", "main") == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert (
+        f"{first.name}: Upstream-Test names test/distributed/test_state_dict_utils.py, which "
+        "does not exist at"
+    ) in err
+    assert (
+        "the closest existing path is test/distributed/checkpoint/test_state_dict_utils.py" in err
+    )

@@ -70,8 +70,11 @@ def test_conflict_rolls_back_head_index_tree_and_branches(project, capsys) -> No
     before = git_state(project.repo)
     assert run(project, "apply", str(project.repo)) == 1
     err = capsys.readouterr().err
-    assert "0002-checkpoint-Preserve-RNG-state-on-every-accelerator.patch" in err
+    assert "0002-checkpoint-Preserve-RNG-state-on-every-accelerator.patch (patch 2 of 3)" in err
     assert "torch/utils/checkpoint.py hunk 1" in err
+    # Our file name and number only; no git am numbering, no advice to continue an am that the
+    # tool has already aborted.
+    assert "Patch failed at" not in err and "git am --" not in err and "hint:" not in err
     assert git_state(project.repo) == before
     assert not (project.repo / ".git" / "rebase-apply").exists()
 
@@ -110,3 +113,36 @@ def test_wrapper_script_runs_the_tool_and_returns_its_exit_status(project) -> No
         env=env,
     )
     assert bad.returncode == 2 and "neither a PyTorch git checkout" in bad.stderr
+
+
+@pytest.mark.parametrize("command", ["apply", "export"])
+def test_apply_and_export_share_one_checkout_rule(project, tmp_path, capsys, command) -> None:
+    """Both refuse a checkout by the same rule (gitqueue.validate_checkout), with the same
+    words: here, a git repository that is not PyTorch's, and a dirty one."""
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q", "-b", "main")
+    (other / "README").write_text("x\n")
+    git(other, "add", "-A")
+    git(other, "-c", "user.name=T", "-c", "user.email=t@t.dev", "commit", "-q", "-m", "x")
+    (other / "torch").mkdir()
+    (other / "torch" / "x.py").write_text("")
+    args = {
+        "apply": ["apply", str(other)],
+        "export": ["export", "--pytorch", str(other), "--out", str(tmp_path / "o")],
+    }
+    assert run(project, *args[command]) == 2
+    err = capsys.readouterr().err
+    if command == "export":  # apply's target recognition says it first, in its own words
+        assert "not of PyTorch (no torch/__init__.py)" in err
+    init = project.repo / "torch" / "__init__.py"
+    init.write_text(init.read_text() + "# local\n")
+    args = {
+        "apply": ["apply", str(project.repo)],
+        "export": ["export", "--pytorch", str(project.repo), "--out", str(tmp_path / "o")],
+    }
+    assert run(project, *args[command]) == 2
+    assert (
+        "the checkout has uncommitted changes; commit or stash them first"
+        in capsys.readouterr().err
+    )

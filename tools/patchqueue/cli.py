@@ -302,6 +302,11 @@ def _add_export_refresh(commands: argparse._SubParsersAction) -> None:
         help="each branch on the previous one (default: each on the base, after checking that "
         "every patch applies alone)",
     )
+    sub.add_argument(
+        "--base",
+        help="cut the branches from this commit or ref of the checkout (e.g. origin/main; "
+        "default: the series' base); it must be on main, which the PRs are opened against",
+    )
     sub.add_argument("--verify-json", type=Path, help="the JSON of `verify --json`, as evidence")
     sub.add_argument("--remote", default="origin", help="the remote in commands.sh (%(default)s)")
     sub.add_argument("--head-owner", help="your GitHub fork's owner, for gh's --head OWNER:BRANCH")
@@ -349,6 +354,7 @@ def _run_export_refresh(args: argparse.Namespace) -> tuple[list[str], int]:
             remote=args.remote,
             head_owner=args.head_owner,
             author=args.author,
+            base=args.base,
         )
         return lines, 0
     result = refresh(series, args.onto, write=args.write)

@@ -19,6 +19,7 @@ are deleted again and the output folder is removed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shlex
@@ -32,10 +33,10 @@ from pathlib import Path
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
 from tools.patchqueue.fold import Fold, fold_test, folds
-from tools.patchqueue.gitqueue import _branch_exists, _git, require_clean_and_idle
+from tools.patchqueue.gitqueue import _branch_exists, _git, am_output, validate_checkout
 from tools.patchqueue.lint import lint_texts
 from tools.patchqueue.pyfmt import Finding
-from tools.patchqueue.series import Patch, Series
+from tools.patchqueue.series import Base, Patch, Series
 
 BRANCH_PREFIX = "device-agnostic/"
 REVIEWER_PLACEHOLDER = "<fill in before opening the PR>"
@@ -472,23 +473,74 @@ def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | N
     )
 
 
-def _check_inputs(series: Series, root: Path, out: Path) -> None:
+def _check_inputs(series: Series, root: Path, out: Path, base: str | None) -> str:
+    """The checkout (:func:`validate_checkout`, as for apply), the base commit and the output
+    folder; returns the base commit's full id."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadInput(f"{out}: the output folder exists and is not empty")
-    if not (root / ".git").exists():
-        raise BadInput(f"{root}: not a git checkout (no .git)")
-    if _git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode != 0:
-        raise BadInput(f"{root}: not a git checkout")
-    require_clean_and_idle(root)
-    base = series.base.commit
-    if _git(root, "cat-file", "-e", f"{base}^{{commit}}", check=False).returncode != 0:
-        raise BadInput(
-            f"{root}: the series' base commit {base} (torch {series.base.version}) is not in "
-            "this checkout; fetch it, or refresh the series onto this checkout's version"
-        )
+    if base is None:
+        validate_checkout(root)
+        found = _git(root, "rev-parse", "--verify", "-q", f"{series.base.commit}^{{commit}}",
+                     check=False)  # fmt: skip
+        if found.returncode != 0:
+            raise BadInput(
+                f"{root}: the series' base commit {series.base.commit} (torch "
+                f"{series.base.version}) is not in this checkout; fetch it, or pass --base "
+                "COMMIT (e.g. origin/main) to cut the branches from another commit"
+            )
+        commit = found.stdout.strip()
+    else:
+        commit = validate_checkout(root, base)
     for patch in series.patches:
         if _branch_exists(root, branch_name(patch)):
-            raise BadInput(f"{root}: branch {branch_name(patch)} already exists; delete it first")
+            raise BadInput(
+                f"{root}: branch {branch_name(patch)} already exists; delete it first (or run "
+                "export --abort to remove what an interrupted export made)"
+            )
+    return commit
+
+
+def _require_on_main(root: Path, commit: str, remote: str, given: str | None) -> None:
+    """commands.sh opens each PR against ``main``: refuse a base that is not on the checkout's
+    main (a release commit: the PR would carry the release branch's own commits)."""
+    for ref in (f"refs/remotes/{remote}/main", "refs/heads/main"):
+        if _git(root, "rev-parse", "--verify", "-q", ref, check=False).returncode == 0:
+            break
+    else:
+        raise BadInput(
+            f"{root}: has no main branch ({remote}/main or main) to open the PRs against; "
+            f"run `git fetch {remote} main` in it"
+        )
+    on_main = _git(root, "merge-base", "--is-ancestor", commit, ref, check=False)
+    if on_main.returncode != 0:
+        what = f"--base {given}" if given else "the series' base (a release commit)"
+        raise BadInput(
+            f"{root}: {what} ({commit[:12]}) is not on {ref.split('/', 2)[-1]}: a PR against "
+            "main from it would carry the release branch's commits. Update main (git fetch "
+            f"{remote} main) and export with --base {remote}/main; if a patch does not apply "
+            "there, carry the series over first (scripts/patches refresh --onto CHECKOUT)"
+        )
+
+
+def _missing_suites(series: Series, read: Callable[[str], bytes | None], root: Path,
+                    commit: str) -> None:  # fmt: skip
+    """Raise BadInput when a patch's ``Upstream-Test:`` suite is not in the checkout at the base,
+    naming the closest path that is."""
+    wanted = [(p, f) for p in series.patches for f in suite_folds(p) if read(f.suite) is None]
+    if not wanted:
+        return
+    tests = _git(root, "ls-tree", "-r", "--name-only", commit, "--", "test").stdout.split()
+    lines = []
+    for patch, fold in wanted:
+        name = fold.suite.rsplit("/", 1)[-1]
+        same = [t for t in tests if t.rsplit("/", 1)[-1] == name]
+        close = same or difflib.get_close_matches(fold.suite, tests, n=1, cutoff=0.6)
+        hint = f"; the closest existing path is {close[0]}" if close else ""
+        lines.append(
+            f"{patch.name}: Upstream-Test names {fold.suite}, which does not exist at "
+            f"{commit[:12]}{hint}"
+        )
+    raise BadInput("\n".join([*lines, "correct the Upstream-Test trailers (the patch files)"]))
 
 
 def _base_reader(root: Path, commit: str):  # noqa: ANN202
@@ -532,8 +584,12 @@ def export(
     remote: str = "origin",
     head_owner: str | None = None,
     author: str | None = None,
+    base: str | None = None,
 ) -> list[str]:
     """Make the branches and the folders of the forward queue; returns the lines to print.
+
+    The branches start from ``base`` (a commit or ref of the checkout, e.g. ``origin/main``),
+    by default from the series' base; it must be on the checkout's main, which the PRs target.
 
     Raises BadInput (not a checkout, dirty, no base commit, output folder not empty, branch
     exists, unreadable verify JSON, no or a placeholder author, a Depends-On that is not an
@@ -547,8 +603,13 @@ def export(
     skipped = {p.name: why for p in series.patches if (why := is_backport(parse_message(p)))}
     forward = [p for p in series.patches if p.name not in skipped]
     needs = _dependencies(forward, skipped)
-    series = Series(series.directory, series.base, forward)
-    _check_inputs(series, root, out)
+    commit = _check_inputs(Series(series.directory, series.base, forward), root, out, base)
+    _require_on_main(root, commit, remote, base)
+    if base is not None:  # the branches start from the commit given; the version is its name
+        series = Series(series.directory, Base(base, commit), forward)
+    else:
+        series = Series(series.directory, Base(series.base.version, commit), forward)
+    _missing_suites(series, _base_reader(root, commit), root, commit)
     name, email = author_identity(root, author)
     verify = None
     if verify_json is not None:
@@ -591,8 +652,8 @@ def export(
             if am.returncode != 0:
                 _git(worktree, "am", "--abort", check=False)
                 raise Conflict(
-                    f"{patch.name}: git am -3 -k failed:\n{am.stdout.strip()}\n"
-                    f"{am.stderr.strip()}".rstrip()
+                    f"{patch.name}: git am -3 -k failed; every branch this export made is "
+                    f"deleted:\n{am_output(am.stdout, am.stderr)}".rstrip()
                 )
             # The patch file's From: is the series' maintainers; the PR's commit is the
             # exporting person's, whom the CLA check looks up.

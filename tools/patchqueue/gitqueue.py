@@ -16,6 +16,7 @@ the half-made branch would, and finishes an interrupted revert.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -124,6 +125,38 @@ def require_clean_and_idle(root: Path) -> None:
         raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
 
 
+def validate_checkout(root: Path, commit: str = "HEAD") -> str:
+    """The one rule for a PyTorch checkout that apply, verify and export work on; returns the
+    full id of ``commit`` in it.
+
+    Raises BadInput unless ``root`` is a git work tree holding ``torch/__init__.py``, without
+    uncommitted changes or a git operation (merge, rebase, am, ...) in progress, in which
+    ``commit`` names a commit.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise BadInput(f"{root}: not a directory")
+    inside = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        raise BadInput(f"{root}: not a git checkout (clone pytorch/pytorch there first)")
+    top = Path(_git(root, "rev-parse", "--show-toplevel").stdout.strip())
+    if top.resolve() != root.resolve():
+        raise BadInput(f"{root}: inside the checkout {top}; give its top folder")
+    if not (root / "torch" / "__init__.py").is_file():
+        raise BadInput(f"{root}: a git checkout, but not of PyTorch (no torch/__init__.py)")
+    require_clean_and_idle(root)
+    found = _git(root, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}", check=False)
+    if found.returncode != 0:
+        raise BadInput(
+            f"{root}: {commit} is not a commit of this checkout; fetch it (git fetch origin "
+            f"{commit}) or name another"
+        )
+    return found.stdout.strip()
+
+
 def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
     """Commit the series on a new branch of ``target``; all or nothing.
 
@@ -131,9 +164,12 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
     failed; the checkout is back as it was).
     """
     root = target.root
-    branch = branch or default_branch(series)
     record = _applied(_load_record(root))
     current, head = _current_ref(root)
+    if branch is None:
+        # Named after what the branch really starts from: the series' base, or the commit.
+        on_base = series.base.commit.startswith(head) or head.startswith(series.base.commit)
+        branch = default_branch(series) if on_base else f"device-agnostic/on-{head[:8]}"
     if record is not None:
         if record["branch"] == current and record["series"] == [p.sha256 for p in series.patches]:
             return f"the series is already applied on branch {current}; nothing to do"
@@ -141,7 +177,7 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
             f"{root}: the series was applied on branch {record['branch']} (from "
             f"{record['original_ref']}); run revert first"
         )
-    require_clean_and_idle(root)
+    validate_checkout(root)
     if _branch_exists(root, branch):
         raise BadInput(f"{root}: branch {branch} already exists; delete it or pass --branch")
     for patch in series.patches:
@@ -175,15 +211,33 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
         _rollback(root, branch, current, head)
         fsops.remove_file(_record_path(root))
         detail = _explain(series, target, failed)
+        number = next((i for i, p in enumerate(series.patches, 1) if p.name == failed), None)
+        which = f"{failed} (patch {number} of {len(series.patches)})" if number else "a patch"
         raise Conflict(
-            f"{failed or 'a patch'}: git am -3 failed; the checkout is back on "
+            f"{which}: git am -3 failed; the checkout is back on "
             f"{current or head} as it was and branch {branch} is deleted.\n"
-            f"{am.stdout.strip()}\n{am.stderr.strip()}{detail}".rstrip()
+            f"{am_output(am.stdout, am.stderr)}{detail}".rstrip()
         )
     record["state"] = "applied"
     _write_record(root, record)
     count = len(series.patches)
     return f"applied {count} patches as commits on branch {branch} (from {current or head})"
+
+
+# What git am prints that is wrong once the tool has aborted the am (and its own numbering,
+# which counts the patches given to this am, not the series' file names).
+_AM_NOISE = re.compile(
+    r"^(hint: .*|Patch failed at .*|When you have resolved this problem.*|If you prefer to skip "
+    r"this patch.*|To restore the original branch.*|.*git am --(continue|skip|abort).*|"
+    r"To record the empty patch.*|The copy of the patch that failed is found in.*)$"
+)
+
+
+def am_output(stdout: str, stderr: str) -> str:
+    """git am's messages (which file and hunk failed) without its own patch numbering and its
+    advice to continue, skip or abort: the tool has already aborted."""
+    lines = (stdout + "\n" + stderr).splitlines()
+    return "\n".join(line for line in lines if line.strip() and not _AM_NOISE.match(line))
 
 
 def _failed_patch(root: Path, series: Series) -> str | None:
