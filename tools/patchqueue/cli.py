@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from tools.patchqueue import lock
+from tools.patchqueue.capture import capture, index_problems
 from tools.patchqueue.engine import plan_series
-from tools.patchqueue.errors import PatchQueueError
+from tools.patchqueue.errors import BadInput, PatchQueueError
 from tools.patchqueue.gitqueue import apply_git, git_dir, git_status, recover_git, revert_git
 from tools.patchqueue.lint import RUFF_CONFIG, lint_series
 from tools.patchqueue.overlay import (
@@ -101,6 +102,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="installed torch: apply although version.py has no git_version to check",
     )
+    sub = commands.add_parser(
+        "capture",
+        help="write the series applied in a checkout (by apply, then edited with git: rebase -i, "
+        "commit --amend) back to the patch files, in their format with fresh index lines; "
+        "refuses a branch that does not match the series",
+    )
+    sub.add_argument("target", type=Path, help="the PyTorch git checkout the series is applied in")
     sub = commands.add_parser("status", help="which patches are applied")
     sub.add_argument("target", type=Path, help=target_help)
     sub = commands.add_parser("revert", help="undo apply, byte for byte")
@@ -181,8 +189,10 @@ def shadow(args: argparse.Namespace) -> tuple[list[str], int]:
 def lint(args: argparse.Namespace) -> tuple[list[str], int]:
     """Run lint; one line per patch and file, and 0 when every file is clean, else 1."""
     series = load_series(args.series)
-    results = lint_series(series, installed_torch())
-    lines = []
+    torch = installed_torch()
+    results = lint_series(series, torch)
+    stale = index_problems(series, lambda p: torch.read(p) if p.startswith("torch/") else None)
+    lines = list(stale)
     dirty = 0
     for patch, files in results.items():
         for result in files:
@@ -191,7 +201,7 @@ def lint(args: argparse.Namespace) -> tuple[list[str], int]:
     total = sum(len(files) for files in results.values())
     lines.append(
         f"{total - dirty}/{total} files clean with PyTorch's PYFMT (usort, ruff format) and "
-        f"ruff check settings ({RUFF_CONFIG.name})"
+        f"ruff check settings ({RUFF_CONFIG.name}); {len(stale)} stale index lines"
     )
     if dirty:
         lines.append(
@@ -199,7 +209,7 @@ def lint(args: argparse.Namespace) -> tuple[list[str], int]:
             f"--config {RUFF_CONFIG} FILE` (usort with PyTorch's pyproject.toml), then "
             "capture the series again (docs/patch-queue.md)"
         )
-    return lines, 1 if dirty else 0
+    return lines, 1 if dirty or stale else 0
 
 
 def verify(args: argparse.Namespace) -> tuple[list[str], int]:
@@ -228,7 +238,8 @@ def run(argv: list[str]) -> tuple[list[str], int]:
     if args.command in ("export", "refresh"):
         return _run_export_refresh(args)
     target = open_target(args.target)
-    series = load_series(args.series) if args.command in ("check", "status", "apply") else None
+    commands_with_series = ("check", "status", "apply", "capture")
+    series = load_series(args.series) if args.command in commands_with_series else None
     where = target.root if isinstance(target, GitCheckout) else target.torch_dir
     held = git_dir(target.root) if isinstance(target, GitCheckout) else where
     with lock.hold(held, wait=args.lock_wait):
@@ -252,6 +263,10 @@ def _target_command(
             return [revert_git(target)], 0
         return [revert_overlay(target, force=args.force)], 0
     assert series is not None
+    if args.command == "capture":
+        if not isinstance(target, GitCheckout):
+            raise BadInput(f"{target.torch_dir}: capture works on a git checkout only")
+        return capture(series, target), 0
     if args.command == "check":
         return check(series, target)
     if args.command == "status":
