@@ -156,6 +156,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run each test file as `python FILE` in a new interpreter, as PyTorch's CI does "
         "(slower; by default each runs in a fork of an interpreter that imported torch)",
     )
+    sub.add_argument(
+        "--openreg",
+        metavar="PYTHON",
+        help="also run each test file that has tests for the OpenReg device in the environment "
+        "of PYTHON (one whose torch, the series' base, has PyTorch's OpenReg backend installed), "
+        "stock and with the series: the column 'fails before on OpenReg'",
+    )
     sub = commands.add_parser(
         "lint",
         help="check every file the series patches or adds with PyTorch's own PYFMT (usort, then "
@@ -216,7 +223,12 @@ def verify(args: argparse.Namespace) -> tuple[list[str], int]:
     """Run verify; the table, and 0 when every patch is proven, else 1."""
     series = load_series(args.series)
     report = verify_series(
-        series, timeout=args.timeout, jobs=args.jobs, keep=args.keep, fresh=args.fresh
+        series,
+        timeout=args.timeout,
+        jobs=args.jobs,
+        keep=args.keep,
+        fresh=args.fresh,
+        openreg=args.openreg,
     )
     lines = report.table()
     if args.json:
