@@ -146,3 +146,49 @@ def test_apply_and_export_share_one_checkout_rule(project, tmp_path, capsys, com
         "the checkout has uncommitted changes; commit or stash them first"
         in capsys.readouterr().err
     )
+
+
+def _hook(repo: Path, name: str, script: str) -> None:
+    hook = repo / ".git" / "hooks" / name
+    hook.write_text("#!/bin/sh\n" + script)
+    hook.chmod(0o755)
+
+
+def test_a_git_am_killed_alone_is_reported_as_killed_and_leaves_no_added_file(
+    project, capsys
+) -> None:
+    """git am dies of a signal while the tool lives (the OOM killer, a SIGINT sent to git only):
+    exit 5 "killed", not a conflict; the files the half-applied patch added are gone."""
+    # pre-applypatch runs with patch 3 applied to the tree (its new file there), before the
+    # commit: the hook kills its git am.
+    _hook(
+        project.repo,
+        "pre-applypatch",
+        'if [ -e torch/_device_agnostic/__init__.py ]; then kill -KILL "$PPID"; fi\nexit 0\n',
+    )
+    before = git_state(project.repo)
+    assert run(project, "apply", str(project.repo)) == 5
+    err = capsys.readouterr().err
+    assert "git am was killed by SIGKILL" in err and "not a conflict" in err
+    assert "conflicts" not in err and "bad input" not in err
+    assert not (project.repo / "torch" / "_device_agnostic").exists()
+    assert git_state(project.repo) == before
+    assert not (project.repo / ".git" / "rebase-apply").exists()
+
+
+def test_recover_aborts_a_git_am_of_the_series_left_without_a_record(project, capsys) -> None:
+    """A git am of the series left in progress (its record gone): recover sees .git/rebase-apply,
+    aborts it and removes the new files it left."""
+    before = git_state(project.repo)
+    _hook(project.repo, "pre-applypatch",
+          "[ -e torch/_device_agnostic/__init__.py ] && exit 1\nexit 0\n")  # fmt: skip
+    patches = sorted(str(p) for p in project.series.glob("*.patch"))
+    failed = subprocess.run(["git", "-C", str(project.repo), "am", "-3", "-k", *patches],
+                            capture_output=True)  # fmt: skip
+    assert failed.returncode != 0 and (project.repo / ".git" / "rebase-apply").is_dir()
+    (project.repo / ".git" / "hooks" / "pre-applypatch").unlink()
+    assert run(project, "recover", str(project.repo)) == 0
+    out = capsys.readouterr().out
+    assert "aborted a git am of the series left in progress" in out, out
+    assert not (project.repo / ".git" / "rebase-apply").exists()
+    assert git_state(project.repo) == before

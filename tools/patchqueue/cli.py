@@ -4,7 +4,8 @@
 Exit status: 0 done, 1 a patch conflicts (verify: a patch is not proven), 2 bad input (version,
 dirty checkout, corrupted patch, unusable target), 3 the target is busy (another command holds
 its lock), 4 a write failed (full disk, read-only file: rolled back, or the message says what
-``recover`` needs), 130 interrupted. On 1, 2 and 3 the target is unchanged.
+``recover`` needs), 5 a git command was killed by a signal while the tool lived (rolled back as
+for 4), 130 interrupted. On 1, 2 and 3 the target is unchanged.
 
 Every command on a target holds the target's lock for its whole run and first recovers what a
 killed command left (tools.patchqueue.overlay.recover_overlay, gitqueue.recover_git), saying so.
@@ -66,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Check, apply, inspect and revert the device-agnostic patch series on a "
         "PyTorch git checkout or an installed torch package. Exit status: 0 done, 1 a patch "
         "conflicts, 2 bad input, 3 the target is busy (another command holds it), 4 a write "
-        "failed (rolled back, or the message says what recover needs), 130 interrupted; on 1, "
+        "failed (rolled back, or the message says what recover needs), 5 a git command was "
+        "killed by a signal (rolled back as for 4), 130 interrupted; on 1, "
         "2 and 3 the target is unchanged. Every command first recovers what a killed command "
         "left on the target.",
     )
@@ -257,13 +259,21 @@ def run(argv: list[str]) -> tuple[list[str], int]:
     with lock.hold(held, wait=args.lock_wait):
         force = args.command == "recover" and args.force
         if isinstance(target, GitCheckout):
-            notes = recover_git(target)
+            notes = recover_git(target, series or _series_if_readable(args.series))
         else:
             notes = recover_overlay(target, force=force)
         if args.command == "recover":
             return notes or [f"{where}: nothing was interrupted; nothing to recover"], 0
         lines, status = _target_command(args, series, target)
     return notes + lines, status
+
+
+def _series_if_readable(directory: Path) -> Series | None:
+    """The series, for recovery to recognise its own git am; None when it cannot be read."""
+    try:
+        return load_series(directory)
+    except PatchQueueError:
+        return None
 
 
 def _target_command(

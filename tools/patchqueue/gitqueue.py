@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 from tools.patchqueue import fsops
 from tools.patchqueue.engine import plan_series
-from tools.patchqueue.errors import BadInput, Conflict
+from tools.patchqueue.errors import BadInput, Conflict, GitKilled
 from tools.patchqueue.series import Series
 from tools.patchqueue.targets import GitCheckout
 
@@ -38,9 +39,19 @@ def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     result = subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
     )
+    if check and result.returncode < 0:
+        raise GitKilled(f"git {' '.join(args)} was killed by {signal_name(result.returncode)}")
     if check and result.returncode != 0:
         raise BadInput(f"git {' '.join(args)} failed in {root}: {result.stderr.strip()}")
     return result
+
+
+def signal_name(returncode: int) -> str:
+    """``SIGKILL`` for a child's return code -9."""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
 
 
 def git_dir(root: Path) -> Path:
@@ -195,6 +206,8 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
         "detached": current is None,
         "series": [p.sha256 for p in series.patches],
         "names": [p.name for p in series.patches],
+        # Checked absent above: after a failed or killed am, any of these is the am's.
+        "added": added_paths(series),
     }
     _write_record(root, record)  # the intent, before git changes anything
     try:
@@ -203,12 +216,21 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
             root, "am", "-3", "-k", "--quiet", *[str(p.path) for p in series.patches], check=False
         )
     except BaseException:
-        _rollback(root, branch, current, head)
+        _rollback(root, branch, current, head, record["added"])
         fsops.remove_file(_record_path(root))
         raise
+    if am.returncode < 0:  # git died of a signal while we lived: not a conflict
+        failed = _failed_patch(root, series)
+        _rollback(root, branch, current, head, record["added"])
+        fsops.remove_file(_record_path(root))
+        raise GitKilled(
+            f"git am was killed by {signal_name(am.returncode)} (at {failed or 'a patch'}): not "
+            f"a conflict; the checkout is back on {current or head} as it was and branch "
+            f"{branch} is deleted; run apply again"
+        )
     if am.returncode != 0:
         failed = _failed_patch(root, series)
-        _rollback(root, branch, current, head)
+        _rollback(root, branch, current, head, record["added"])
         fsops.remove_file(_record_path(root))
         detail = _explain(series, target, failed)
         number = next((i for i, p in enumerate(series.patches, 1) if p.name == failed), None)
@@ -251,9 +273,37 @@ def _failed_patch(root: Path, series: Series) -> str | None:
     return None
 
 
-def _rollback(root: Path, branch: str, original: str | None, head: str) -> None:
-    """Back to ``original`` (a branch; None: ``head`` detached) and no ``branch``; idempotent, so
-    that recovery can run it again after a kill anywhere in it."""
+def added_paths(series: Series) -> list[str]:
+    """Every file the series adds (apply checks that none exists before it starts)."""
+    return sorted({f.path for p in series.patches for f in p.files if f.status == "added"})
+
+
+def _remove_added(root: Path, added: list[str]) -> list[str]:
+    """Delete the files of ``added`` that exist and git does not track (what a failed or killed
+    am left: they were absent before apply), and the folders that leaves empty."""
+    removed = []
+    for path in added:
+        target = root / path
+        if not (target.is_file() or target.is_symlink()):
+            continue
+        tracked = _git(root, "ls-files", "--error-unmatch", "--", path, check=False)
+        if tracked.returncode == 0:
+            continue
+        fsops.remove_file(target)
+        removed.append(path)
+        folder = target.parent
+        while folder != root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+    return removed
+
+
+def _rollback(
+    root: Path, branch: str, original: str | None, head: str, added: list[str] = ()
+) -> None:
+    """Back to ``original`` (a branch; None: ``head`` detached), no ``branch``, and none of the
+    files the series adds (``added``); idempotent, so that recovery can run it again after a
+    kill anywhere in it."""
     if (git_dir(root) / "rebase-apply").exists():
         _git(root, "am", "--abort", check=False)
     current, now = _current_ref(root)
@@ -266,17 +316,59 @@ def _rollback(root: Path, branch: str, original: str | None, head: str) -> None:
         _git(root, "checkout", "-q", "--detach", head)
     if _branch_exists(root, branch):
         _git(root, "branch", "-q", "-D", branch)
+    _remove_added(root, list(added))
 
 
-def recover_git(target: GitCheckout) -> list[str]:
+def _am_subjects(apply_dir: Path) -> list[str]:
+    """The subjects of the mails a ``git am`` in progress holds (``rebase-apply/0001``, ...)."""
+    subjects = []
+    for mail in sorted(apply_dir.glob("[0-9][0-9][0-9][0-9]")):
+        for line in mail.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Subject: "):
+                subjects.append(line[len("Subject: ") :].strip())
+                break
+            if not line.strip():
+                break
+    return subjects
+
+
+def _recover_unrecorded_am(root: Path, series: Series | None) -> list[str]:
+    """A ``git am`` left in progress without this tool's record (its record was removed, the am
+    was not aborted): aborted, with the series' new files it left, when it is the series' am;
+    else reported, never touched."""
+    apply_dir = git_dir(root) / "rebase-apply"
+    if not apply_dir.is_dir():
+        return []
+    subjects = _am_subjects(apply_dir)
+    ours = (
+        series is not None
+        and bool(subjects)
+        and subjects == [p.subject.split("\n")[0] for p in series.patches][: len(subjects)]
+    )
+    if not ours:  # someone's own am: said, never touched
+        return [
+            f"note: a git am is in progress in {root} (.git/rebase-apply) that is not the "
+            "series': finish it (git am --continue) or abort it (git am --abort)"
+        ]
+    assert series is not None
+    _git(root, "am", "--abort", check=False)
+    removed = _remove_added(root, added_paths(series))
+    left = f"; removed the files it had added: {', '.join(removed)}" if removed else ""
+    return [f"recovered: aborted a git am of the series left in progress (.git/rebase-apply){left}"]
+
+
+def recover_git(target: GitCheckout, series: Series | None = None) -> list[str]:
     """Finish what a killed command left on the checkout; lines saying what was done (none when
-    nothing was interrupted)."""
+    nothing was interrupted). ``series`` lets it recognise a ``git am`` of the series left in
+    progress without a record."""
     root = target.root
     leftover = fsops.temporary_name(_record_path(root))
     if leftover.exists():  # a record update that was killed: the record itself is whole
         fsops.remove_file(leftover)
     record = _load_record(root)
-    if record is None or record["state"] == "applied":
+    if record is None:
+        return _recover_unrecorded_am(root, series)
+    if record["state"] == "applied":
         return []
     lock = git_dir(root) / "index.lock"
     notes = []
@@ -290,7 +382,9 @@ def recover_git(target: GitCheckout) -> list[str]:
         notes.append(f"recovered: removed {lock}, left by the killed git")
     original = None if record.get("detached") else record["original_ref"]
     if record["state"] == "applying":
-        _rollback(root, record["branch"], original, record["original_head"])
+        _rollback(
+            root, record["branch"], original, record["original_head"], record.get("added", [])
+        )
         fsops.remove_file(_record_path(root))
         return [
             *notes,
