@@ -332,7 +332,13 @@ def _add_export_refresh(commands: argparse._SubParsersAction) -> None:
         "PR's title, body, labels and commands; never pushes, never touches a network",
     )
     sub.add_argument("--pytorch", type=Path, required=True, help="a clean PyTorch git checkout")
-    sub.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
+    sub.add_argument("--out", type=Path, help="a new (or empty) folder (not with --abort)")
+    sub.add_argument(
+        "--abort",
+        action="store_true",
+        help="only remove what an interrupted export left in the checkout (its branches, "
+        "temporary worktree and folders; every export does this first)",
+    )
     sub.add_argument(
         "--stack",
         action="store_true",
@@ -380,6 +386,14 @@ def _run_export_refresh(args: argparse.Namespace) -> tuple[list[str], int]:
     from tools.patchqueue.export import export
     from tools.patchqueue.refresh import refresh, report
 
+    if args.command == "export" and args.abort:
+        from tools.patchqueue.export import recover_export
+
+        return recover_export(args.pytorch) or [
+            f"{args.pytorch}: no interrupted export; nothing to remove"
+        ], 0
+    if args.command == "export" and args.out is None:
+        raise BadInput("export needs --out FOLDER (or --abort)")
     series = load_series(args.series)
     if args.command == "export":
         lines = export(

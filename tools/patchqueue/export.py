@@ -30,10 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.patchqueue import fsops
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
 from tools.patchqueue.fold import Fold, fold_test, folds
-from tools.patchqueue.gitqueue import _branch_exists, _git, am_output, validate_checkout
+from tools.patchqueue.gitqueue import _branch_exists, _git, am_output, git_dir, validate_checkout
 from tools.patchqueue.lint import lint_texts
 from tools.patchqueue.pyfmt import Finding
 from tools.patchqueue.series import Base, Patch, Series
@@ -574,6 +575,58 @@ def _check_applies(series: Series, root: Path, stack: bool, needs: dict[str, lis
             )
 
 
+EXPORT_RECORD = "device-agnostic-export.json"
+
+
+def _export_record_path(root: Path) -> Path:
+    return git_dir(root) / EXPORT_RECORD
+
+
+def _write_export_record(root: Path, record: dict) -> None:
+    data = (json.dumps(record, indent=2) + "\n").encode("utf-8")
+    fsops.write_file(_export_record_path(root), data, 0o644)
+
+
+def recover_export(checkout: Path) -> list[str]:
+    """Remove what an export that was killed made (its record in the checkout's git folder
+    lists it: branches, the temporary worktree and folder, the output folder it created); lines
+    saying what was removed, none when no export was interrupted."""
+    root = Path(checkout).resolve()
+    if not (root / ".git").exists():
+        return []
+    path = _export_record_path(root)
+    leftover = fsops.temporary_name(path)
+    if leftover.exists():
+        fsops.remove_file(leftover)
+    if not path.exists():
+        return []
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput(
+            f"{path}: unreadable ({exc}); this tool writes it whole, so something else changed "
+            "it; delete the device-agnostic/ branches by hand and the file"
+        ) from exc
+    _git(root, "worktree", "remove", "--force", record["worktree"], check=False)
+    shutil.rmtree(record["tmp"], ignore_errors=True)
+    _git(root, "worktree", "prune", check=False)
+    deleted = [b for b in record["branches"] if _branch_exists(root, b)]
+    for branch in deleted:
+        _git(root, "branch", "-q", "-D", branch)
+    out = Path(record["out"])
+    if record["created_out"] and out.exists():
+        shutil.rmtree(out, ignore_errors=True)
+    elif out.is_dir():  # it was empty when the export started: all in it is the export's
+        for child in out.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    fsops.remove_file(path)
+    return [
+        f"recovered: an interrupted export was cleaned up: {len(deleted)} branches deleted "
+        f"({', '.join(deleted) or 'none'}), its temporary worktree removed"
+        + (f", {out} removed" if record["created_out"] else "")
+    ]
+
+
 def export(
     series: Series,
     checkout: Path,
@@ -600,6 +653,7 @@ def export(
     out = Path(out).resolve()
     if not root.is_dir():
         raise BadInput(f"{root}: not a directory")
+    notes = recover_export(root)
     skipped = {p.name: why for p in series.patches if (why := is_backport(parse_message(p)))}
     forward = [p for p in series.patches if p.name not in skipped]
     needs = _dependencies(forward, skipped)
@@ -629,6 +683,16 @@ def export(
     ok = False
     created_out = not out.exists()
     worktree = Path(tempfile.mkdtemp(prefix="patches-export-")) / "tree"
+    # What this run makes, written before it makes it: a killed export is cleaned up by the
+    # next one (or export --abort).
+    record = {
+        "worktree": str(worktree),
+        "tmp": str(worktree.parent),
+        "out": str(out),
+        "created_out": created_out,
+        "branches": made,
+    }
+    _write_export_record(root, record)
     try:
         _git(root, "worktree", "add", "-q", "--detach", str(worktree), series.base.commit)
         identity = ["-c", f"user.name={name}", "-c", f"user.email={email}"]
@@ -640,8 +704,9 @@ def export(
                 start = branch_name(needs[patch.name][-1])
             else:
                 start = series.base.commit
-            _git(worktree, "checkout", "-q", "-b", branch, start)
             made.append(branch)
+            _write_export_record(root, record)
+            _git(worktree, "checkout", "-q", "-b", branch, start)
             am = subprocess.run(
                 ["git", "-C", str(worktree), *identity, "am", "-3", "-k", "--quiet",
                  str(patch.path)],
@@ -689,12 +754,15 @@ def export(
             _git(root, "worktree", "prune", check=False)
         if not ok:
             for branch in made:
-                _git(root, "branch", "-q", "-D", branch, check=False)
+                if _branch_exists(root, branch):
+                    _git(root, "branch", "-q", "-D", branch, check=False)
             if created_out:
                 shutil.rmtree(out, ignore_errors=True)
             elif out.is_dir():
                 for child in out.iterdir():
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
+        fsops.remove_file(_export_record_path(root))
+    lines = notes + lines
     how = "stacked, each on the previous" if stack else f"each on the base {series.base.short}"
     lines += [f"{patch}: not exported: {why}" for patch, why in skipped.items()]
     lines.append(
