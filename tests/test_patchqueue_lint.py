@@ -4,6 +4,7 @@ does not, and the real series is clean."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from patchqueue_fixtures import REAL_TORCH, series_against_installed_torch
@@ -143,3 +144,28 @@ def test_the_real_series_is_lint_clean(capsys) -> None:
     status = main(["lint"])
     out = capsys.readouterr().out
     assert status == 0, out
+
+
+def test_lint_with_a_checkout_lints_the_folded_suites(tmp_path: Path, capsys) -> None:
+    """``lint --pytorch CHECKOUT``: each test folded into its Upstream-Test suite as export
+    folds it, and the folded suite linted (here a 130-column line the test brings along)."""
+    long_line = '        self.assertTrue("' + "x" * 100 + '")\n'
+    test = FORMATTED_TEST.replace(
+        "        self.assertEqual(torch.ones(2).sum().item(), 2.0)\n", long_line
+    ).replace("class TestScale", "class TestScaleLong")
+    series = make_series(tmp_path, {}, {"test/test_amp_scale.py": test})
+    patch = next(series.glob("0001-*.patch"))
+    head, sep, rest = patch.read_text().partition("\n---\n")
+    patch.write_text(head + "\n\nUpstream-Test: test/test_amp.py" + sep + rest)
+    repo = tmp_path / "pytorch"
+    (repo / "torch").mkdir(exist_ok=True)
+    (repo / "torch" / "__init__.py").write_text("")
+    (repo / "test").mkdir(exist_ok=True)
+    (repo / "test" / "test_amp.py").write_text(FORMATTED_TEST)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "suites"], check=True)
+    args = ["lint", "--series", str(series), "--pytorch", str(repo), "--base", "HEAD"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "folded suite: test/test_amp.py:14: PYFMT" in out and "127 columns" in out, out
+    assert "folded suites: 1 findings" in out

@@ -174,6 +174,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
     )
+    sub.add_argument(
+        "--pytorch",
+        type=Path,
+        help="also fold each patch's test into the suite its Upstream-Test names, as export "
+        "does, in this PyTorch checkout, and lint the folded suites",
+    )
+    sub.add_argument("--base", help="with --pytorch: the commit of the suites (default: the base)")
     sub = commands.add_parser(
         "shadow",
         help="make (or bring up to date) a patched shadow of the installed torch in DIR; "
@@ -202,11 +209,18 @@ def lint(args: argparse.Namespace) -> tuple[list[str], int]:
     results = lint_series(series, torch)
     stale = index_problems(series, lambda p: torch.read(p) if p.startswith("torch/") else None)
     lines = list(stale)
-    dirty = 0
+    dirty = dirty_folds = 0
     for patch, files in results.items():
         for result in files:
             dirty += not result.clean
             lines.append(f"{patch}: {result.describe()}")
+    if args.pytorch is not None:
+        from tools.patchqueue.export import lint_folds
+
+        folded = lint_folds(series, args.pytorch, args.base)
+        dirty_folds = len(folded)
+        lines += [f"folded suite: {f.describe()}" for f in folded]
+        lines.append(f"folded suites: {len(folded)} findings")
     total = sum(len(files) for files in results.values())
     lines.append(
         f"{total - dirty}/{total} files clean with PyTorch's PYFMT (usort, ruff format) and "
@@ -218,7 +232,7 @@ def lint(args: argparse.Namespace) -> tuple[list[str], int]:
             f"--config {RUFF_CONFIG} FILE` (usort with PyTorch's pyproject.toml), then "
             "capture the series again (docs/patch-queue.md)"
         )
-    return lines, 1 if dirty or stale else 0
+    return lines, 1 if dirty or stale or dirty_folds else 0
 
 
 def verify(args: argparse.Namespace) -> tuple[list[str], int]:

@@ -810,6 +810,18 @@ def folded_suite_lint(series: Series, read: Callable[[str], bytes | None]) -> li
     return found
 
 
+def lint_folds(series: Series, checkout: Path, base: str | None = None) -> list[Finding]:
+    """``lint --pytorch``: the forward queue's tests folded into their suites of ``checkout`` at
+    ``base`` (default: the series' base), linted as export lints them."""
+    root = Path(checkout).resolve()
+    commit = validate_checkout(root, base or series.base.commit)
+    forward = [p for p in series.patches if not is_backport(parse_message(p))]
+    folded = Series(series.directory, Base(series.base.version, commit), tuple(forward))
+    read = _base_reader(root, commit)
+    _missing_suites(folded, read, root, commit)
+    return folded_suite_lint(folded, read)
+
+
 def _fold_tests(worktree: Path, patch: Patch, identity: list[str]) -> None:
     """Amend the patch's commit so that its new test files are hunks of the upstream suites."""
     plan = suite_folds(patch)
