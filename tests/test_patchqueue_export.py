@@ -25,9 +25,12 @@ from patchqueue_fixtures import (
 from tools.patchqueue.cli import main
 from tools.patchqueue.export import (
     body_markdown,
+    ends_sentence,
     is_backport,
     labels,
     parse_message,
+    sentence_units,
+    starts_sentence,
     suite_folds,
     topic,
 )
@@ -94,9 +97,11 @@ def test_export_makes_a_branch_on_the_base_and_a_folder_per_patch(project, tmp_p
         assert (folder / "title.txt").read_text() == patch.subject + "\n"
         body = (folder / "body.md").read_text()
         assert "## How this change was produced" in body and "AI assistance" in body
-        assert "run `scripts/patches verify`" in body
+        assert "scripts/patches" not in body  # no instructions to run this project's tools
+        assert "Suggested labels (for a maintainer to apply): `module: " in body
         assert "Reviewed by: <fill in before opening the PR>" in body
         script = (folder / "commands.sh").read_text()
+        assert "--label" not in script  # outside contributors cannot set labels
         refused = subprocess.run(  # in a non-repo folder: a broken guard could not push
             ["bash", str(folder / "commands.sh")], capture_output=True, cwd=tmp_path
         )
@@ -157,7 +162,9 @@ def test_a_depends_on_trailer_branches_the_patch_from_what_it_needs(project, tmp
     parent = git(project.repo, "rev-parse", f"device-agnostic/{dependent}^").strip()
     assert parent == git(project.repo, "rev-parse", f"device-agnostic/{first}").strip()
     body = (out / dependent / "body.md").read_text()
-    assert f"Stacked on: {first}.patch" in body
+    subject = load_series(project.series).patches[0].subject
+    assert f'Stacked on the PR "{subject}", which must land first' in body
+    assert f"{first}.patch" not in body.split("## Related")[0]  # named by its PR title
 
 
 def test_a_depends_on_that_is_not_an_earlier_patch_is_refused(project, tmp_path, capsys):
@@ -214,16 +221,17 @@ def test_commits_are_authored_by_the_person_exporting(project, tmp_path) -> None
 
 
 def test_backports_and_forwarded_patches_leave_the_forward_queue(project, tmp_path, capsys):
-    first, second = sorted(project.series.glob("000[12]-*.patch"))
+    first, second, third = sorted(project.series.glob("000[123]-*.patch"))
     add_trailer(first, "Applied-Upstream: v2.14.0 (pytorch/pytorch#123)")
     add_trailer(second, "Forwarded: #456")
+    add_trailer(third, "Export: hold until pytorch/pytorch#789 lands")
     out = tmp_path / "out"
     assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out)) == 0
     printed = capsys.readouterr().out
     assert f"{first.name}: not exported: upstream already has it" in printed
     assert f"{second.name}: not exported: open upstream PR #456 carries this change" in printed
-    exported = sorted(p.name for p in out.iterdir())
-    assert exported == names(project)[2:]
+    assert f"{third.name}: not exported: held (Export: hold): until pytorch/pytorch#789" in printed
+    assert len(names(project)) == 3 and not out.exists()  # nothing left to export
     branches = git(project.repo, "for-each-ref", "--format=%(refname:short)", "refs/heads")
     assert first.stem not in branches and second.stem not in branches
 
@@ -300,6 +308,54 @@ def test_body_follows_the_pr_template_for_a_real_patch() -> None:
     ]  # fmt: skip
 
 
+def test_every_real_body_cuts_sections_between_sentences_only() -> None:
+    """Summary ends on a sentence end, Details and Behaviour changes begin with a sentence, for
+    every real patch; no body tells the reviewer to run this project's tools."""
+    for patch in load_series(PATCHES).patches:
+        body = body_markdown(patch)
+        summary = body.split("## Summary\n\n", 1)[1].split("\n\n#", 1)[0]
+        assert ends_sentence(summary.rsplit("\n\n", 1)[-1]), (patch.name, summary[-200:])
+        for heading in ("### Details", "## Behaviour changes"):
+            if heading in body:
+                section = body.split(heading + "\n\n", 1)[1]
+                assert starts_sentence(section), (patch.name, heading, section[:200])
+                text = section.split("\n\n#", 1)[0]
+                assert ends_sentence(text.rsplit("\n\n", 1)[-1]), (patch.name, heading)
+        assert "scripts/patches" not in body, patch.name
+
+
+def test_a_sentence_over_a_blank_line_stays_in_one_section() -> None:
+    paragraphs = (
+        "The call raises on such devices,\ne.g.",
+        "    TypeError: Cannot create a float64 tensor",
+        "so training fails at the first step.",
+        "The fix asks the helper.",
+    )
+    assert sentence_units(paragraphs) == [
+        "\n\n".join(paragraphs[:3]),
+        "The fix asks the helper.",
+    ]
+
+
+def test_a_stacked_body_names_its_dependency_by_title_and_renders_related_trailers(
+    tmp_path,
+) -> None:
+    source = PATCHES / "0004-amp-gradscaler-no-float64-inverse-scale.patch"
+    copy = tmp_path / source.name
+    shutil.copyfile(source, copy)
+    add_trailer(copy, "Related-PR: pytorch/pytorch#198191 (open) fixes two of the same sites")
+    add_trailer(copy, "Related-Issue: pytorch/pytorch#138329 (open) the tracker design")
+    add_trailer(copy, "Upstream-Searched: 2026-12-04")
+    add_trailer(copy, "Evidence-OpenReg: TypeError: Cannot create or move a torch.float64")
+    helper = parse_patch(PATCHES / "0000-accelerator-device-supports-float64.patch")
+    body = body_markdown(parse_patch(copy), titles={helper.name: helper.subject})
+    assert f'- Stacked on the PR "{helper.subject}", which must land first' in body
+    assert "- Related PR #198191 (open): fixes two of the same sites" in body
+    assert "- Related issue #138329 (open): the tracker design" in body
+    assert "- Open PRs and issues searched on 2026-12-04" in body
+    assert "- OpenReg, before the fix: TypeError: Cannot create or move a torch.float64" in body
+
+
 def test_body_takes_the_evidence_from_a_verify_json(tmp_path) -> None:
     patch = parse_patch(PATCHES / "0002-dlpack-privateuse1-device.patch")
 
@@ -342,7 +398,8 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
     """The forward queue, each patch alone (or on what it Depends-On) on a repository of the
     installed torch's files the series touches, each test folded into a stand-in of the suite
     its Upstream-Test names (the suites at the base are not on this machine): the branch
-    changes the suite, adds no test file, and the folded suite passes PyTorch's ruff settings."""
+    changes the suite, adds no test file, and the folded suite passes PyTorch's PYFMT (usort,
+    ruff format: export refuses a fold with a finding) and ruff check."""
     repo = tmp_path / "pytorch"
     series = load_series(PATCHES)
     for rel in sorted({f.path for p in series.patches for f in p.files if f.status != "added"}):
@@ -389,3 +446,58 @@ def test_the_real_series_exports_independently(tmp_path) -> None:
             text=True,
         )
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_export_base_cuts_the_branches_from_main(project, tmp_path) -> None:
+    # main has moved on since the series' base: --base main starts every branch there.
+    (project.repo / "README.md").write_text("newer main\n")
+    git(project.repo, "add", "README.md")
+    git(project.repo, "commit", "-q", "-m", "main moves on")
+    head = git(project.repo, "rev-parse", "HEAD").strip()
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out),
+               "--base", "main") == 0  # fmt: skip
+    for name in names(project):
+        assert git(project.repo, "rev-parse", f"device-agnostic/{name}^").strip() == head
+
+
+def test_a_base_that_is_not_on_main_is_refused(project, tmp_path, capsys) -> None:
+    # A release commit: on its own branch, not an ancestor of main.
+    git(project.repo, "checkout", "-q", "-b", "release/2.13", project.base)
+    (project.repo / "version.txt").write_text("2.13.0\n")
+    git(project.repo, "add", "version.txt")
+    git(project.repo, "commit", "-q", "-m", "release 2.13.0")
+    git(project.repo, "checkout", "-q", "main")
+    before = git_state(project.repo)
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out),
+               "--base", "release/2.13") == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--base release/2.13" in err and "is not on main" in err
+    assert "export with --base origin/main" in err and "refresh --onto" in err
+    assert git_state(project.repo) == before and not out.exists()
+
+
+def test_an_upstream_test_suite_missing_from_the_checkout_names_the_closest(
+    project, tmp_path, capsys
+) -> None:
+    # 0048's case: test/distributed/test_state_dict_utils.py does not exist; the suite is in
+    # test/distributed/checkpoint/.
+    suite = project.repo / "test" / "distributed" / "checkpoint" / "test_state_dict_utils.py"
+    suite.parent.mkdir(parents=True)
+    suite.write_text(UPSTREAM_SUITE)
+    git(project.repo, "add", "-A")
+    git(project.repo, "commit", "-q", "-m", "the suite")
+    first = sorted(project.series.glob("0001-*.patch"))[0]
+    add_trailer(first, "Upstream-Test: test/distributed/test_state_dict_utils.py")
+    out = tmp_path / "out"
+    assert run(project, "export", "--pytorch", str(project.repo), "--out", str(out),
+               "--base", "main") == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert (
+        f"{first.name}: Upstream-Test names test/distributed/test_state_dict_utils.py, which "
+        "does not exist at"
+    ) in err
+    assert (
+        "the closest existing path is test/distributed/checkpoint/test_state_dict_utils.py" in err
+    )

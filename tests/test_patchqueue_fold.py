@@ -14,6 +14,7 @@ from patchqueue_fixtures import UPSTREAM_SUITE, git, make_project
 from tools.patchqueue.cli import main
 from tools.patchqueue.errors import BadInput
 from tools.patchqueue.fold import Fold, fold_test, folds
+from tools.patchqueue.pyfmt import format_texts
 
 NEW_TEST = '''\
 # Owner(s): ["module: amp"]
@@ -372,3 +373,33 @@ def test_new_imports_go_to_the_suites_header_and_its_comment_free_import() -> No
     # Above the first class, not after the import the suite makes between two classes.
     assert folded.index("import contextlib\n") < folded.index("class TestFirst")
     assert folded.index("class TestNew") > folded.index("class TestLast")
+
+
+NEW_WITH_UNSORTED_IMPORTS = """\
+import sys
+import types
+
+import torch
+from torch.testing._internal.common_utils import skipIfTorchDynamo
+
+
+class TestNewSorted(unittest.TestCase):
+    @skipIfTorchDynamo("eager only")
+    def test_modules(self):
+        self.assertIsInstance(sys.modules["torch"], types.ModuleType)
+"""
+
+
+def test_a_fold_keeps_the_suite_usort_clean() -> None:
+    # The fold puts `import sys` / `import types` among the suite's standard-library imports
+    # and a new torch import after `import torch`, where usort puts them: PYFMT (usort, then
+    # ruff format) leaves the folded suite as it is.
+    folded = fold_test(
+        NEW_WITH_UNSORTED_IMPORTS, UPSTREAM_SUITE, "test/test_amp_new.py", "test/test_amp.py"
+    )
+    head = folded.split("\n\n\nclass")[0]
+    assert head.endswith(
+        "import sys\nimport types\nimport unittest\n\nimport torch\n"
+        "from torch.testing._internal.common_utils import skipIfTorchDynamo"
+    ), head
+    assert format_texts({"test/test_amp.py": folded}) == {"test/test_amp.py": folded}

@@ -57,7 +57,7 @@ def test_every_patch_is_proven_and_the_installed_torch_is_unchanged(tmp_path: Pa
             assert test["patched_neuron"]["outcome"] == test["patched_cpu"]["outcome"] == "passed"
         # Upstream CI never runs neuron: some test fails before the fix without it.
         assert any(t["stock_cpu"]["failing"] for t in patch["tests"]), patch["patch"]
-        assert patch["lint"] and all(not f["new_diagnostics"] for f in patch["lint"])
+        assert patch["lint"] and all(not f["findings"] for f in patch["lint"])
     assert report["all_proven"] is True
     assert report["shadow_probe"]["backend"] == "neuron"
     assert "| patch " in out and out.count("| proven ") == len(names)
@@ -358,3 +358,58 @@ def test_shadow_refuses_a_folder_it_did_not_make(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="was not made by `patches shadow`; give a new folder"):
         ensure_patched_shadow(series, InstalledTorch(REAL_TORCH), foreign)
     assert (foreign / "keep.txt").read_text() == "data"
+
+
+OPENREG_PYTHON = Path("/work/openreg-venv/bin/python")
+OPENREG_TEST = """\
+# Owner(s): ["module: PrivateUse1"]
+
+import torch
+from torch.testing._internal.common_device_type import instantiate_device_type_tests
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+
+class TestMarker(TestCase):
+    def test_marker(self, device):
+        self.assertTrue(getattr(torch.amp.grad_scaler, "MARKER", False))
+
+
+instantiate_device_type_tests(TestMarker, globals(), only_for=("privateuse1",))
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.patch_verify
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    not OPENREG_PYTHON.exists(), reason="no OpenReg environment (see docs/patch-queue.md)"
+)
+def test_verify_runs_the_openreg_tests_stock_and_patched(tmp_path: Path, capsys) -> None:
+    """A patch whose device-type test (the marker: instantiate_device_type_tests) fails on stock
+    torch on the openreg device and passes with the patch: the OpenReg column says so."""
+    scaler = "torch/amp/grad_scaler.py"
+    series = series_against_installed_torch(
+        tmp_path,
+        [scaler],
+        [
+            (
+                "[amp] A marker",
+                {scaler: ("class GradScaler:\n", "MARKER = True\n\n\nclass GradScaler:\n")},
+                {"test/test_marker_openreg.py": OPENREG_TEST},
+            )
+        ],
+    )
+    report_file = tmp_path / "verify.json"
+    main(["verify", "--series", str(series), "--json", str(report_file), "--fresh",
+          "--openreg", str(OPENREG_PYTHON)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert report_file.exists(), err
+    (patch,) = json.loads(report_file.read_text())["patches"]
+    (test,) = patch["tests"]
+    assert test["stock_openreg"]["outcome"] == "failed", test["stock_openreg"]
+    assert any("openreg" in name.lower() for name in test["stock_openreg"]["failing"])
+    assert test["patched_openreg"]["outcome"] == "passed", test["patched_openreg"]
+    assert "fails before on OpenReg" in out and "fails (1), passes after" in out

@@ -193,3 +193,44 @@ def test_line_numbers_follow_the_text_not_the_decision(tree: dict[str, Path]) ->
     result = review_list.review(tree["decisions"], tree["series"], tree["torch"], None)
     assert result.errors == []
     assert [row.lines for row in result.rows] == [[7], [8]]
+
+
+def _page(tree: dict[str, Path]) -> str:
+    result = review_list.review(tree["decisions"], tree["series"], tree["torch"], None)
+    assert result.errors == [], result.errors
+    ((name, area),) = result.areas.items()
+    rows = [r for r in result.rows if r.site.area == name]
+    return review_list.render_area(
+        area, rows, result.series, review_list.reference_names(name, result.rows)
+    )
+
+
+def test_a_reference_names_the_site_not_a_row_number(tree: dict[str, Path]) -> None:
+    """``as @id`` renders as the row the site has now: right after rows renumber."""
+    sites = _site('return x.to("cuda")', 'left = "demo"', rule="DA103", extra='id = "to-cuda"')
+    sites += _site(GUARD, 'left = "as @to-cuda"')
+    _run(tree, {}, sites)
+    page = _page(tree)
+    # The guard (line 5) sorts before .to("cuda") (line 6): the referenced site is row 2.
+    assert "| 1 | torch/demo/mod.py:5 |" in page and "left: as #2 |" in page
+    # A new finding above both renumbers the rows; the reference follows its site.
+    (tree["torch"] / "demo" / "mod.py").write_text(
+        MODULE.replace("def pick(x):\n", "def pick(x):\n    torch.cuda.synchronize()\n")
+    )
+    tree["decisions"].write_text(AREAS + _site("torch.cuda.synchronize()", 'left = "demo"') + sites)
+    page = _page(tree)
+    assert "left: as #3 |" in page
+
+
+@pytest.mark.parametrize(
+    ("reason", "message"),
+    [
+        ("as @nowhere", "refers to @nowhere, which no site has as its id (a dangling reference)"),
+        ("as 2", "refers to a row by its number ('as 2')"),
+        ("same as 1/2", "refers to a row by its number ('same as 1/2')"),
+    ],
+)
+def test_a_dangling_or_numbered_reference_is_an_error(tree, reason, message) -> None:
+    sites = _site('return x.to("cuda")', 'left = "demo"', rule="DA103", extra='id = "to-cuda"')
+    errors = _run(tree, {}, sites + _site(GUARD, f'left = "{reason}"'))
+    assert len(errors) == 1 and message in errors[0], errors

@@ -30,6 +30,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import tomllib
@@ -110,6 +111,7 @@ class Site:
     left: str | None
     why: str  # for ``fixed``: what the patch does there
     reviewed: tuple[str, ...]  # for ``left``: patches that change the site, verdict re-checked
+    id: str | None = None  # a name other sites' reasons refer to it by (``as @name``)
 
     def describe(self) -> str:
         """The site as an error message names it: the TOML entry and the line's text."""
@@ -177,9 +179,44 @@ def load_decisions(path: Path) -> Decisions:
                 left=raw.get("left"),
                 why=raw.get("why", ""),
                 reviewed=tuple(raw.get("reviewed", ())),
+                id=raw.get("id"),
             )
         )
     return Decisions(areas, sites)
+
+
+# A reason refers to another site by its id (``as @tensor-dlpack-stream``), never by the row
+# number the generator gives it: rows renumber whenever a site is added.
+REFERENCE = re.compile(r"@([A-Za-z0-9][A-Za-z0-9_.-]*[A-Za-z0-9])")
+ROW_NUMBER = re.compile(r"\b(?:as|same as|see)\s+(?:row\s+)?#?\d+(?:/\d+)?\b")
+
+
+def reference_errors(sites: Sequence[Site]) -> list[str]:
+    """Duplicate ids, references to no site, and references by row number."""
+    errors = []
+    ids: dict[str, Site] = {}
+    for site in sites:
+        if site.id is not None:
+            if site.id in ids:
+                errors.append(
+                    f"{site.describe()}: id {site.id!r} is also site {ids[site.id].number}'s"
+                )
+            ids[site.id] = site
+    for site in sites:
+        text = f"{site.left or ''} {site.why}"
+        for name in REFERENCE.findall(text):
+            if name not in ids:
+                errors.append(
+                    f"{site.describe()}: refers to @{name}, which no site has as its id "
+                    "(a dangling reference)"
+                )
+        by_number = ROW_NUMBER.search(text)
+        if by_number:
+            errors.append(
+                f"{site.describe()}: refers to a row by its number ({by_number.group(0)!r}); "
+                "rows renumber, so give the site an id and write `as @id`"
+            )
+    return errors
 
 
 # --------------------------------------------------------------------------- scanning
@@ -464,6 +501,7 @@ def build(
                 f"{finding.file}:{finding.line}: {finding.rule} {finding.text!r} "
                 f"(area {', '.join(areas)}) has no decision in decisions.toml"
             )
+    errors += reference_errors(decisions.sites)
     return ReviewList(decisions.areas, rows, series, errors)
 
 
@@ -546,12 +584,35 @@ def _where(row: Row) -> str:
     return text + (f" {site.note}" if site.note else "")
 
 
-def _verdict(site: Site) -> str:
+def _resolved(text: str, names: dict[str, str]) -> str:
+    """``as @id`` written as the row or place that site has in this rendering."""
+    return REFERENCE.sub(lambda m: names.get(m.group(1), m.group(0)), text)
+
+
+def _verdict(site: Site, names: dict[str, str] | None = None) -> str:
+    names = names or {}
     if site.fixed is not None:
-        why = f" ({site.why})" if site.why else ""
+        why = f" ({_resolved(site.why, names)})" if site.why else ""
         return f"**fixed by {_number(site.fixed)}**{why}"
-    left = site.left or ""
+    left = _resolved(site.left or "", names)
     return f"left {left}" if left.startswith("(") else f"left: {left}"
+
+
+def reference_names(area: str, rows: Sequence[Row]) -> dict[str, str]:
+    """What ``@id`` reads as in the page of ``area``: ``#N`` for a row of its scanner table,
+    else the site's place (``file:line``, with its area when it is another page's)."""
+    names: dict[str, str] = {}
+    scanner = sorted((r for r in rows if r.site.rule and r.site.area == area),
+                     key=lambda r: (r.site.file, r.lines))  # fmt: skip
+    for number, row in enumerate(scanner, 1):
+        if row.site.id:
+            names[row.site.id] = f"#{number}"
+    for row in rows:
+        if row.site.id and row.site.id not in names:
+            place = f"{row.site.file}:{row.lines[0]}" if row.lines else str(row.site.file)
+            other = f" ({row.site.area})" if row.site.area != area else ""
+            names[row.site.id] = f"`{place}`{other}"
+    return names
 
 
 def _flagged(row: Row) -> str:
@@ -569,7 +630,9 @@ def _counts(rows: Sequence[Row]) -> tuple[int, int, int]:
     return len(rows), fixed, len(rows) - fixed
 
 
-def render_area(area: Area, rows: Sequence[Row], series: SeriesLines) -> str:
+def render_area(
+    area: Area, rows: Sequence[Row], series: SeriesLines, names: dict[str, str] | None = None
+) -> str:
     """patches/review/<area>.md."""
     scanner = sorted((r for r in rows if r.site.rule), key=lambda r: (r.site.file, r.lines))
     other = [r for r in rows if not r.site.rule]
@@ -604,7 +667,7 @@ def render_area(area: Area, rows: Sequence[Row], series: SeriesLines) -> str:
                 _where(r),
                 r.site.code or _code(r.site.anchor.text if r.site.anchor else ""),
                 r.site.rule or "",
-                _verdict(r.site),
+                _verdict(r.site, names),
             )
             for i, r in enumerate(scanner, 1)
         ],
@@ -625,7 +688,7 @@ def render_area(area: Area, rows: Sequence[Row], series: SeriesLines) -> str:
                 _where(r),
                 r.site.code or (_code(r.site.anchor.text) if r.site.anchor else ""),
                 r.site.found + _flagged(r),
-                _verdict(r.site),
+                _verdict(r.site, names),
             )
             for r in other
         ],
@@ -653,7 +716,10 @@ def outputs(result: ReviewList, out_dir: Path, readme: Path) -> dict[Path, str]:
     """Every generated file and its full text (the README with its section replaced)."""
     files = {
         out_dir / f"{name}.md": render_area(
-            area, [r for r in result.rows if r.site.area == name], result.series
+            area,
+            [r for r in result.rows if r.site.area == name],
+            result.series,
+            reference_names(name, result.rows),
         )
         for name, area in result.areas.items()
     }

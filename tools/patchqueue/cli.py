@@ -4,7 +4,8 @@
 Exit status: 0 done, 1 a patch conflicts (verify: a patch is not proven), 2 bad input (version,
 dirty checkout, corrupted patch, unusable target), 3 the target is busy (another command holds
 its lock), 4 a write failed (full disk, read-only file: rolled back, or the message says what
-``recover`` needs), 130 interrupted. On 1, 2 and 3 the target is unchanged.
+``recover`` needs), 5 a git command was killed by a signal while the tool lived (rolled back as
+for 4), 130 interrupted. On 1, 2 and 3 the target is unchanged.
 
 Every command on a target holds the target's lock for its whole run and first recovers what a
 killed command left (tools.patchqueue.overlay.recover_overlay, gitqueue.recover_git), saying so.
@@ -18,8 +19,9 @@ import sys
 from pathlib import Path
 
 from tools.patchqueue import lock
+from tools.patchqueue.capture import capture, index_problems
 from tools.patchqueue.engine import plan_series
-from tools.patchqueue.errors import PatchQueueError
+from tools.patchqueue.errors import BadInput, PatchQueueError
 from tools.patchqueue.gitqueue import apply_git, git_dir, git_status, recover_git, revert_git
 from tools.patchqueue.lint import RUFF_CONFIG, lint_series
 from tools.patchqueue.overlay import (
@@ -65,7 +67,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Check, apply, inspect and revert the device-agnostic patch series on a "
         "PyTorch git checkout or an installed torch package. Exit status: 0 done, 1 a patch "
         "conflicts, 2 bad input, 3 the target is busy (another command holds it), 4 a write "
-        "failed (rolled back, or the message says what recover needs), 130 interrupted; on 1, "
+        "failed (rolled back, or the message says what recover needs), 5 a git command was "
+        "killed by a signal (rolled back as for 4), 130 interrupted; on 1, "
         "2 and 3 the target is unchanged. Every command first recovers what a killed command "
         "left on the target.",
     )
@@ -101,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="installed torch: apply although version.py has no git_version to check",
     )
+    sub = commands.add_parser(
+        "capture",
+        help="write the series applied in a checkout (by apply, then edited with git: rebase -i, "
+        "commit --amend) back to the patch files, in their format with fresh index lines; "
+        "refuses a branch that does not match the series",
+    )
+    sub.add_argument("target", type=Path, help="the PyTorch git checkout the series is applied in")
     sub = commands.add_parser("status", help="which patches are applied")
     sub.add_argument("target", type=Path, help=target_help)
     sub = commands.add_parser("revert", help="undo apply, byte for byte")
@@ -148,14 +158,29 @@ def _parser() -> argparse.ArgumentParser:
         help="run each test file as `python FILE` in a new interpreter, as PyTorch's CI does "
         "(slower; by default each runs in a fork of an interpreter that imported torch)",
     )
+    sub.add_argument(
+        "--openreg",
+        metavar="PYTHON",
+        help="also run each test file that has tests for the OpenReg device in the environment "
+        "of PYTHON (one whose torch, the series' base, has PyTorch's OpenReg backend installed), "
+        "stock and with the series: the column 'fails before on OpenReg'",
+    )
     sub = commands.add_parser(
         "lint",
-        help="check every file the series patches or adds with PyTorch's own ruff settings "
-        "(format and lint, line length 88); exit 1 when one is not clean",
+        help="check every file the series patches or adds with PyTorch's own PYFMT (usort, then "
+        "ruff format) and ruff check settings; a new unformatted or over-long line counts also "
+        "in a file upstream keeps unformatted; exit 1 on any finding (file:line and the fix)",
     )
     sub.add_argument(
         "--series", type=Path, default=argparse.SUPPRESS, help="as --series before the command"
     )
+    sub.add_argument(
+        "--pytorch",
+        type=Path,
+        help="also fold each patch's test into the suite its Upstream-Test names, as export "
+        "does, in this PyTorch checkout, and lint the folded suites",
+    )
+    sub.add_argument("--base", help="with --pytorch: the commit of the suites (default: the base)")
     sub = commands.add_parser(
         "shadow",
         help="make (or bring up to date) a patched shadow of the installed torch in DIR; "
@@ -180,25 +205,46 @@ def shadow(args: argparse.Namespace) -> tuple[list[str], int]:
 def lint(args: argparse.Namespace) -> tuple[list[str], int]:
     """Run lint; one line per patch and file, and 0 when every file is clean, else 1."""
     series = load_series(args.series)
-    results = lint_series(series, installed_torch())
-    lines = []
-    dirty = 0
+    torch = installed_torch()
+    results = lint_series(series, torch)
+    stale = index_problems(series, lambda p: torch.read(p) if p.startswith("torch/") else None)
+    lines = list(stale)
+    dirty = dirty_folds = 0
     for patch, files in results.items():
         for result in files:
             dirty += not result.clean
             lines.append(f"{patch}: {result.describe()}")
+    if args.pytorch is not None:
+        from tools.patchqueue.export import lint_folds
+
+        folded = lint_folds(series, args.pytorch, args.base)
+        dirty_folds = len(folded)
+        lines += [f"folded suite: {f.describe()}" for f in folded]
+        lines.append(f"folded suites: {len(folded)} findings")
     total = sum(len(files) for files in results.values())
     lines.append(
-        f"{total - dirty}/{total} files clean with PyTorch's ruff settings ({RUFF_CONFIG.name})"
+        f"{total - dirty}/{total} files clean with PyTorch's PYFMT (usort, ruff format) and "
+        f"ruff check settings ({RUFF_CONFIG.name}); {len(stale)} stale index lines"
     )
-    return lines, 1 if dirty else 0
+    if dirty:
+        lines.append(
+            "fix a PYFMT finding in the checkout with `usort format FILE` then `ruff format "
+            f"--config {RUFF_CONFIG} FILE` (usort with PyTorch's pyproject.toml), then "
+            "capture the series again (docs/patch-queue.md)"
+        )
+    return lines, 1 if dirty or stale or dirty_folds else 0
 
 
 def verify(args: argparse.Namespace) -> tuple[list[str], int]:
     """Run verify; the table, and 0 when every patch is proven, else 1."""
     series = load_series(args.series)
     report = verify_series(
-        series, timeout=args.timeout, jobs=args.jobs, keep=args.keep, fresh=args.fresh
+        series,
+        timeout=args.timeout,
+        jobs=args.jobs,
+        keep=args.keep,
+        fresh=args.fresh,
+        openreg=args.openreg,
     )
     lines = report.table()
     if args.json:
@@ -220,19 +266,28 @@ def run(argv: list[str]) -> tuple[list[str], int]:
     if args.command in ("export", "refresh"):
         return _run_export_refresh(args)
     target = open_target(args.target)
-    series = load_series(args.series) if args.command in ("check", "status", "apply") else None
+    commands_with_series = ("check", "status", "apply", "capture")
+    series = load_series(args.series) if args.command in commands_with_series else None
     where = target.root if isinstance(target, GitCheckout) else target.torch_dir
     held = git_dir(target.root) if isinstance(target, GitCheckout) else where
     with lock.hold(held, wait=args.lock_wait):
         force = args.command == "recover" and args.force
         if isinstance(target, GitCheckout):
-            notes = recover_git(target)
+            notes = recover_git(target, series or _series_if_readable(args.series))
         else:
             notes = recover_overlay(target, force=force)
         if args.command == "recover":
             return notes or [f"{where}: nothing was interrupted; nothing to recover"], 0
         lines, status = _target_command(args, series, target)
     return notes + lines, status
+
+
+def _series_if_readable(directory: Path) -> Series | None:
+    """The series, for recovery to recognise its own git am; None when it cannot be read."""
+    try:
+        return load_series(directory)
+    except PatchQueueError:
+        return None
 
 
 def _target_command(
@@ -244,6 +299,10 @@ def _target_command(
             return [revert_git(target)], 0
         return [revert_overlay(target, force=args.force)], 0
     assert series is not None
+    if args.command == "capture":
+        if not isinstance(target, GitCheckout):
+            raise BadInput(f"{target.torch_dir}: capture works on a git checkout only")
+        return capture(series, target), 0
     if args.command == "check":
         return check(series, target)
     if args.command == "status":
@@ -287,12 +346,23 @@ def _add_export_refresh(commands: argparse._SubParsersAction) -> None:
         "PR's title, body, labels and commands; never pushes, never touches a network",
     )
     sub.add_argument("--pytorch", type=Path, required=True, help="a clean PyTorch git checkout")
-    sub.add_argument("--out", type=Path, required=True, help="a new (or empty) folder")
+    sub.add_argument("--out", type=Path, help="a new (or empty) folder (not with --abort)")
+    sub.add_argument(
+        "--abort",
+        action="store_true",
+        help="only remove what an interrupted export left in the checkout (its branches, "
+        "temporary worktree and folders; every export does this first)",
+    )
     sub.add_argument(
         "--stack",
         action="store_true",
         help="each branch on the previous one (default: each on the base, after checking that "
         "every patch applies alone)",
+    )
+    sub.add_argument(
+        "--base",
+        help="cut the branches from this commit or ref of the checkout (e.g. origin/main; "
+        "default: the series' base); it must be on main, which the PRs are opened against",
     )
     sub.add_argument("--verify-json", type=Path, help="the JSON of `verify --json`, as evidence")
     sub.add_argument("--remote", default="origin", help="the remote in commands.sh (%(default)s)")
@@ -330,6 +400,14 @@ def _run_export_refresh(args: argparse.Namespace) -> tuple[list[str], int]:
     from tools.patchqueue.export import export
     from tools.patchqueue.refresh import refresh, report
 
+    if args.command == "export" and args.abort:
+        from tools.patchqueue.export import recover_export
+
+        return recover_export(args.pytorch) or [
+            f"{args.pytorch}: no interrupted export; nothing to remove"
+        ], 0
+    if args.command == "export" and args.out is None:
+        raise BadInput("export needs --out FOLDER (or --abort)")
     series = load_series(args.series)
     if args.command == "export":
         lines = export(
@@ -341,6 +419,7 @@ def _run_export_refresh(args: argparse.Namespace) -> tuple[list[str], int]:
             remote=args.remote,
             head_owner=args.head_owner,
             author=args.author,
+            base=args.base,
         )
         return lines, 0
     result = refresh(series, args.onto, write=args.write)

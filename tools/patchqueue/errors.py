@@ -2,7 +2,9 @@
 
 0 done; 1 a patch conflicts; 2 bad input; 3 the target is busy (another command holds it);
 4 a file-system error while writing (the message says whether the target was rolled back or
-``recover`` must finish the job); 130 interrupted (Ctrl-C; rolled back as for 4).
+``recover`` must finish the job); 5 a git command the tool ran was killed by a signal (the OOM
+killer, a signal sent to git alone; rolled back as for 4); 130 interrupted (Ctrl-C; rolled back
+as for 4).
 """
 
 from __future__ import annotations
@@ -44,3 +46,11 @@ class Interrupted(PatchQueueError):
     """Ctrl-C (exit status 130); the target was rolled back (or the message says otherwise)."""
 
     exit_status = 130
+
+
+class GitKilled(PatchQueueError):
+    """A git command the tool ran died of a signal while the tool lived (the OOM killer, a
+    SIGINT or SIGKILL sent to git alone; exit status 5). Not a conflict and not bad input: the
+    message says what was rolled back, or what ``recover`` finishes."""
+
+    exit_status = 5

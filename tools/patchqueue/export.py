@@ -19,20 +19,25 @@ are deleted again and the output folder is removed.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.patchqueue import fsops
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, Conflict
 from tools.patchqueue.fold import Fold, fold_test, folds
-from tools.patchqueue.gitqueue import _branch_exists, _git, require_clean_and_idle
-from tools.patchqueue.series import Patch, Series
+from tools.patchqueue.gitqueue import _branch_exists, _git, am_output, git_dir, validate_checkout
+from tools.patchqueue.lint import lint_texts
+from tools.patchqueue.pyfmt import Finding
+from tools.patchqueue.series import Base, Patch, Series
 
 BRANCH_PREFIX = "device-agnostic/"
 REVIEWER_PLACEHOLDER = "<fill in before opening the PR>"
@@ -69,7 +74,12 @@ class Message:
     subject: str
     paragraphs: tuple[str, ...]  # the body without the test plan and the trailers
     test_plan: str  # the body's "Test plan:" section (without the heading), or ""
-    trailers: dict[str, str]
+    trailers: dict[str, str]  # the first value of each trailer
+    all_trailers: tuple[tuple[str, str], ...] = ()  # every trailer, repeated ones too, in order
+
+    def values(self, key: str) -> list[str]:
+        """Every value of a repeatable trailer (``Related-PR:``, ``Evidence-*:``)."""
+        return [v for k, v in self.all_trailers if k == key]
 
     @property
     def area(self) -> str:
@@ -89,11 +99,14 @@ def parse_message(patch: Patch) -> Message:
     body = "\n".join(lines[start:end]).strip("\n")
     paragraphs = [p for p in re.split(r"\n\s*\n", body) if p.strip()]
     trailers: dict[str, str] = {}
+    every: list[tuple[str, str]] = []
     if paragraphs:
         last = paragraphs[-1].splitlines()
         pairs = [line.split(":", 1) for line in last]
         if all(len(p) == 2 and re.fullmatch(r"[A-Za-z-]+", p[0]) for p in pairs):
-            trailers = {k.strip(): v.strip() for k, v in pairs}
+            every = [(k.strip(), v.strip()) for k, v in pairs]
+            for key, value in every:
+                trailers.setdefault(key, value)
             paragraphs = paragraphs[:-1]
     test_plan: list[str] = []
     rest: list[str] = []
@@ -106,7 +119,7 @@ def parse_message(patch: Patch) -> Message:
                 test_plan.append(tail)
             continue
         (test_plan if in_plan else rest).append(paragraph)
-    return Message(patch.subject, tuple(rest), "\n\n".join(test_plan), trailers)
+    return Message(patch.subject, tuple(rest), "\n\n".join(test_plan), trailers, tuple(every))
 
 
 def topic(patch: Patch) -> str:
@@ -117,6 +130,10 @@ def topic(patch: Patch) -> str:
 def is_backport(message: Message) -> str | None:
     """Why the patch is not in the forward queue (upstream has it, or an open PR carries it);
     None when it is to be exported."""
+    hold = message.trailers.get("Export", "").strip()
+    if hold.lower().startswith("hold"):
+        why = hold[4:].strip(" :-") or "no reason given"
+        return f"held (Export: hold): {why}"
     applied = message.trailers.get("Applied-Upstream", "no").strip()
     if applied.lower() not in ("", "no"):
         return f"upstream already has it ({applied}); kept as a backport for the base version"
@@ -211,38 +228,35 @@ def _verify_entry(report: object, patch: Patch) -> object | None:
     return None
 
 
-def _evidence(patch: Patch, verify: object | None, verify_path: Path | None) -> str:
-    if verify is None:
-        return (
-            "Fail-before/pass-after evidence: run `scripts/patches verify` (it runs this patch's "
-            "test against stock torch, where it must fail, and with the patch, where it must "
-            "pass) and paste its table here before marking the PR ready for review."
-        )
-    entry = _verify_entry(verify, patch)
+def _evidence(patch: Patch, verify: object | None) -> str:
+    """The recorded fail-before/pass-after runs: the verify JSON's record of the patch when one
+    is given, and the patch's ``Evidence-<device>:`` trailers (the failure line seen there before
+    the fix). Written out for a reviewer; empty when nothing was recorded."""
+    message = parse_message(patch)
+    lines: list[str] = []
+    for key, value in message.all_trailers:
+        if key.startswith("Evidence-"):
+            lines.append(f"- {key.removeprefix('Evidence-')}, before the fix: {value}")
+    entry = _verify_entry(verify, patch) if verify is not None else None
     if entry is None:
-        return (
-            f"`{verify_path}` has no record of {patch.name}: run `scripts/patches verify` "
-            "and paste its result here."
-        )
+        return "\n".join(lines)
     torch = verify.get("torch", "?") if isinstance(verify, dict) else "?"
-    lines = [
-        f"Fail-before/pass-after evidence from `scripts/patches verify --json` "
-        f"({verify_path.name}, torch {torch}):",
-        "",
-    ]
     tests = entry.get("tests") if isinstance(entry, dict) else None
     if not isinstance(tests, list) or not all(isinstance(t, dict) for t in tests):
-        return "\n".join([*lines, "```json", json.dumps(entry, indent=2, sort_keys=True), "```"])
+        return "\n".join(lines)
+    lines.append(f"Runs of the test file on torch {torch}, without and with this change:")
     for test in tests:
         lines.append(f"- `{test.get('file', '?')}`")
         for key, label in (
             ("stock_neuron", "stock torch on a PrivateUse1 backend (must fail)"),
             ("patched_neuron", "with the patch (must pass)"),
+            ("stock_openreg", "stock torch on OpenReg (must fail)"),
+            ("patched_openreg", "OpenReg with the patch (must pass)"),
             ("stock_cpu", "CPU, before"),
             ("patched_cpu", "CPU, after"),
         ):
             run = test.get(key)
-            if isinstance(run, dict):
+            if isinstance(run, dict) and run.get("outcome") != "not run":
                 failing = run.get("failing") or []
                 extra = f" ({'; '.join(map(str, failing[:4]))})" if failing else ""
                 lines.append(f"  - {label}: {run.get('summary', run.get('outcome', '?'))}{extra}")
@@ -250,7 +264,17 @@ def _evidence(patch: Patch, verify: object | None, verify_path: Path | None) -> 
     return "\n".join(lines)
 
 
-def _upstream_state(message: Message) -> str:
+def _related(value: str) -> str:
+    """``pytorch/pytorch#123 (open) fixes the same call`` as a Markdown line naming the link."""
+    match = re.match(r"\s*(?:pytorch/pytorch)?#(\d+)\s*(\(([^)]*)\))?\s*(.*)$", value)
+    if match is None:
+        return value
+    number, _, state, relation = match.groups()
+    state = f" ({state})" if state else ""
+    return f"#{number}{state}" + (f": {relation}" if relation else "")
+
+
+def _upstream_state(message: Message, titles: dict[str, str] | None = None) -> str:
     """What was found upstream, from the trailers (checked in pytorch/pytorch's issues/PRs)."""
     bug = message.trailers.get("Bug", "none")
     forwarded = message.trailers.get("Forwarded", "no")
@@ -261,9 +285,15 @@ def _upstream_state(message: Message) -> str:
         f"{forwarded if forwarded.lower() != 'no' else 'none found'}",
         f"- Already upstream: {applied if applied.lower() != 'no' else 'no'}",
     ]
-    needs = depends_on(message)
-    if needs:
-        lines.append(f"- Stacked on: {', '.join(needs)} (its PR must land first)")
+    lines += [f"- Related PR {_related(v)}" for v in message.values("Related-PR")]
+    lines += [f"- Related issue {_related(v)}" for v in message.values("Related-Issue")]
+    searched = message.trailers.get("Upstream-Searched")
+    if searched:
+        lines.append(f"- Open PRs and issues searched on {searched}")
+    for needed in depends_on(message):
+        title = (titles or {}).get(needed)
+        named = f'the PR "{title}"' if title else needed
+        lines.append(f"- Stacked on {named}, which must land first")
     return "\n".join(lines)
 
 
@@ -275,9 +305,44 @@ def _says_behaviour(paragraph: str) -> bool:
     )
 
 
-def _behaviour_changes(message: Message) -> str:
-    """The body's paragraphs that say what behaviour changes (or stays) for whom."""
-    said = [p for p in message.paragraphs[1:] if _says_behaviour(p)]
+_ABBREVIATIONS = ("e.g.", "i.e.", "cf.", "etc.", "vs.", "resp.")
+
+
+def ends_sentence(paragraph: str) -> bool:
+    """Whether a paragraph ends a sentence (not on ``:`` or an abbreviation such as ``e.g.``);
+    an indented block (code, an error message) is ended by what follows it."""
+    text = paragraph.rstrip()
+    if paragraph.startswith("    "):
+        return True
+    if text.endswith(_ABBREVIATIONS):
+        return False
+    return re.search(r"[.!?][)\"'`*_]*$", text) is not None
+
+
+def starts_sentence(paragraph: str) -> bool:
+    """Whether a paragraph can begin a sentence: not an indented continuation (a block belongs
+    to the sentence that introduces it) and not lower case."""
+    if paragraph.startswith((" ", "\t")):
+        return False
+    first = paragraph.lstrip("`*_\"'([")[:1]
+    return not first.islower()
+
+
+def sentence_units(paragraphs: tuple[str, ...] | list[str]) -> list[str]:
+    """The paragraphs joined wherever a sentence runs on across a blank line (``... e.g.``,
+    a block, ``so ...``): a section may start or end only at a unit's edge."""
+    units: list[list[str]] = []
+    for paragraph in paragraphs:
+        if units and not (ends_sentence(units[-1][-1]) and starts_sentence(paragraph)):
+            units[-1].append(paragraph)
+        else:
+            units.append([paragraph])
+    return ["\n\n".join(unit) for unit in units]
+
+
+def _behaviour_changes(units: list[str]) -> str:
+    """The body's units that say what behaviour changes (or stays) for whom."""
+    said = [u for u in units[1:] if _says_behaviour(u)]
     return "\n\n".join(said) or (
         "(the patch body states no behaviour change: say what changes on CPU, CUDA, MPS, XPU "
         "and other accelerators before opening the PR)"
@@ -285,15 +350,18 @@ def _behaviour_changes(message: Message) -> str:
 
 
 def _devices(patch: Patch, verify: object | None) -> str:
-    """On which devices or mocks the test fails before the fix, from the verify JSON."""
+    """On which devices or mocks the test fails before the fix, from the verify JSON; empty
+    without one."""
     entry = _verify_entry(verify, patch) if verify is not None else None
     tests = entry.get("tests") if isinstance(entry, dict) else None
     if not isinstance(tests, list):
-        return "Fails before the fix on: (run `scripts/patches verify --json` and export again)"
-    neuron = any(
-        isinstance(t, dict) and (t.get("stock_neuron") or {}).get("outcome") == "failed"
-        for t in tests
-    )
+        return ""
+
+    def failed(key: str) -> bool:
+        return any(
+            isinstance(t, dict) and (t.get(key) or {}).get("outcome") == "failed" for t in tests
+        )
+
     without = sorted(
         {
             str(name).split(": ", 1)[-1].rsplit(".", 1)[0]
@@ -309,7 +377,9 @@ def _devices(patch: Patch, verify: object | None) -> str:
             + ", ".join(f"`{name}`" for name in without)
             + " (a class named ...Mock pretends the trait it names; see its docstring)"
         )
-    if neuron:
+    if failed("stock_openreg"):
+        lines.append("- OpenReg, PyTorch's in-tree PrivateUse1 test backend")
+    if failed("stock_neuron"):
         lines.append("- a PrivateUse1 backend (the out-of-tree reference backend `neuron`)")
     if len(lines) == 1:
         lines.append("- nothing: the test does not fail before the fix (not ready)")
@@ -317,21 +387,22 @@ def _devices(patch: Patch, verify: object | None) -> str:
 
 
 def body_markdown(
-    patch: Patch, verify: object | None = None, verify_path: Path | None = None
+    patch: Patch,
+    verify: object | None = None,
+    verify_path: Path | None = None,
+    titles: dict[str, str] | None = None,
 ) -> str:
-    """body.md in the shape of PyTorch's pull-request template."""
+    """body.md in the shape of PyTorch's pull-request template.
+
+    ``titles`` maps patch file names to their PR titles (a stacked PR names the one it needs).
+    No section starts or ends inside a sentence (see :func:`sentence_units`).
+    """
+    del verify_path  # the body says what the runs showed, not where the file was
     message = parse_message(patch)
-    paragraphs = message.paragraphs
-    # The summary is the first paragraph, with the example it introduces ("... fails:" and the
-    # indented error message below it) so that it is not cut in two.
-    cut = 1 if paragraphs else 0
-    while cut < len(paragraphs) and (
-        paragraphs[cut - 1].rstrip().endswith(":") or paragraphs[cut].startswith("    ")
-    ):
-        cut += 1
-    summary = "\n\n".join(paragraphs[:cut]) or message.subject
+    units = sentence_units(message.paragraphs)
+    summary = units[0] if units else message.subject
     # What the body says of behaviour has its own section; the rest is the details.
-    details = "\n\n".join(p for p in paragraphs[cut:] if not _says_behaviour(p))
+    details = "\n\n".join(u for u in units[1:] if not _says_behaviour(u))
     bc = next(
         (
             line.split(":", 1)[1].strip()
@@ -346,29 +417,26 @@ def body_markdown(
         summary, details, plan = (
             text.replace(fold.new, fold.suite) for text in (summary, details, plan)
         )
-    parts = [
-        _fixes_line(message),
-        "## Summary",
-        summary,
-    ]
+    parts = [_fixes_line(message), "## Summary", summary]
     if details:
         parts += ["### Details", details]
     parts += [
         "## Upstream state",
-        _upstream_state(message),
+        _upstream_state(message, titles),
         "## Behaviour changes",
-        _behaviour_changes(message),
+        _behaviour_changes(units),
         "## Test plan",
         plan,
-        _devices(patch, verify),
-        _evidence(patch, verify, verify_path),
-        "## BC-breaking",
-        f"BC-breaking: {bc}",
     ]
+    parts += [text for text in (_devices(patch, verify), _evidence(patch, verify)) if text]
+    parts += ["## BC-breaking", f"BC-breaking: {bc}"]
     links = [f"- {k}: {message.trailers[k]}" for k in TRAILER_KEYS if k in message.trailers]
     if links:
         parts += ["## Related", "\n".join(links)]
     parts += [
+        "## Labels",
+        "Suggested labels (for a maintainer to apply): "
+        + ", ".join(f"`{label}`" for label in labels(message)),
         "## How this change was produced",
         "This change was produced with AI assistance (the code change, its test and this "
         "description). A person reviewed the change, the test and the fail-before/pass-after "
@@ -380,7 +448,8 @@ def body_markdown(
 
 
 def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | None) -> str:
-    """commands.sh: the exact push and draft-PR commands. Written, never run."""
+    """commands.sh: the exact push and draft-PR commands. Written, never run. No ``--label``:
+    outside contributors cannot set labels; body.md suggests them."""
     branch = branch_name(patch)
     head = f"{head_owner}:{branch}" if head_owner else branch
     push = ["git", "push", remote, branch]
@@ -390,8 +459,6 @@ def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | N
         "--body-file", str(folder / "body.md"),
         "--base", "main", "--head", head,
     ]  # fmt: skip
-    for label in labels(parse_message(patch)):
-        create += ["--label", label]
     guard = shlex.join(["grep", "-qF", REVIEWER_PLACEHOLDER, str(folder / "body.md")])
     return (
         "#!/usr/bin/env bash\n"
@@ -407,23 +474,74 @@ def commands_script(patch: Patch, folder: Path, remote: str, head_owner: str | N
     )
 
 
-def _check_inputs(series: Series, root: Path, out: Path) -> None:
+def _check_inputs(series: Series, root: Path, out: Path, base: str | None) -> str:
+    """The checkout (:func:`validate_checkout`, as for apply), the base commit and the output
+    folder; returns the base commit's full id."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BadInput(f"{out}: the output folder exists and is not empty")
-    if not (root / ".git").exists():
-        raise BadInput(f"{root}: not a git checkout (no .git)")
-    if _git(root, "rev-parse", "--is-inside-work-tree", check=False).returncode != 0:
-        raise BadInput(f"{root}: not a git checkout")
-    require_clean_and_idle(root)
-    base = series.base.commit
-    if _git(root, "cat-file", "-e", f"{base}^{{commit}}", check=False).returncode != 0:
-        raise BadInput(
-            f"{root}: the series' base commit {base} (torch {series.base.version}) is not in "
-            "this checkout; fetch it, or refresh the series onto this checkout's version"
-        )
+    if base is None:
+        validate_checkout(root)
+        found = _git(root, "rev-parse", "--verify", "-q", f"{series.base.commit}^{{commit}}",
+                     check=False)  # fmt: skip
+        if found.returncode != 0:
+            raise BadInput(
+                f"{root}: the series' base commit {series.base.commit} (torch "
+                f"{series.base.version}) is not in this checkout; fetch it, or pass --base "
+                "COMMIT (e.g. origin/main) to cut the branches from another commit"
+            )
+        commit = found.stdout.strip()
+    else:
+        commit = validate_checkout(root, base)
     for patch in series.patches:
         if _branch_exists(root, branch_name(patch)):
-            raise BadInput(f"{root}: branch {branch_name(patch)} already exists; delete it first")
+            raise BadInput(
+                f"{root}: branch {branch_name(patch)} already exists; delete it first (or run "
+                "export --abort to remove what an interrupted export made)"
+            )
+    return commit
+
+
+def _require_on_main(root: Path, commit: str, remote: str, given: str | None) -> None:
+    """commands.sh opens each PR against ``main``: refuse a base that is not on the checkout's
+    main (a release commit: the PR would carry the release branch's own commits)."""
+    for ref in (f"refs/remotes/{remote}/main", "refs/heads/main"):
+        if _git(root, "rev-parse", "--verify", "-q", ref, check=False).returncode == 0:
+            break
+    else:
+        raise BadInput(
+            f"{root}: has no main branch ({remote}/main or main) to open the PRs against; "
+            f"run `git fetch {remote} main` in it"
+        )
+    on_main = _git(root, "merge-base", "--is-ancestor", commit, ref, check=False)
+    if on_main.returncode != 0:
+        what = f"--base {given}" if given else "the series' base (a release commit)"
+        raise BadInput(
+            f"{root}: {what} ({commit[:12]}) is not on {ref.split('/', 2)[-1]}: a PR against "
+            "main from it would carry the release branch's commits. Update main (git fetch "
+            f"{remote} main) and export with --base {remote}/main; if a patch does not apply "
+            "there, carry the series over first (scripts/patches refresh --onto CHECKOUT)"
+        )
+
+
+def _missing_suites(series: Series, read: Callable[[str], bytes | None], root: Path,
+                    commit: str) -> None:  # fmt: skip
+    """Raise BadInput when a patch's ``Upstream-Test:`` suite is not in the checkout at the base,
+    naming the closest path that is."""
+    wanted = [(p, f) for p in series.patches for f in suite_folds(p) if read(f.suite) is None]
+    if not wanted:
+        return
+    tests = _git(root, "ls-tree", "-r", "--name-only", commit, "--", "test").stdout.split()
+    lines = []
+    for patch, fold in wanted:
+        name = fold.suite.rsplit("/", 1)[-1]
+        same = [t for t in tests if t.rsplit("/", 1)[-1] == name]
+        close = same or difflib.get_close_matches(fold.suite, tests, n=1, cutoff=0.6)
+        hint = f"; the closest existing path is {close[0]}" if close else ""
+        lines.append(
+            f"{patch.name}: Upstream-Test names {fold.suite}, which does not exist at "
+            f"{commit[:12]}{hint}"
+        )
+    raise BadInput("\n".join([*lines, "correct the Upstream-Test trailers (the patch files)"]))
 
 
 def _base_reader(root: Path, commit: str):  # noqa: ANN202
@@ -457,6 +575,58 @@ def _check_applies(series: Series, root: Path, stack: bool, needs: dict[str, lis
             )
 
 
+EXPORT_RECORD = "device-agnostic-export.json"
+
+
+def _export_record_path(root: Path) -> Path:
+    return git_dir(root) / EXPORT_RECORD
+
+
+def _write_export_record(root: Path, record: dict) -> None:
+    data = (json.dumps(record, indent=2) + "\n").encode("utf-8")
+    fsops.write_file(_export_record_path(root), data, 0o644)
+
+
+def recover_export(checkout: Path) -> list[str]:
+    """Remove what an export that was killed made (its record in the checkout's git folder
+    lists it: branches, the temporary worktree and folder, the output folder it created); lines
+    saying what was removed, none when no export was interrupted."""
+    root = Path(checkout).resolve()
+    if not (root / ".git").exists():
+        return []
+    path = _export_record_path(root)
+    leftover = fsops.temporary_name(path)
+    if leftover.exists():
+        fsops.remove_file(leftover)
+    if not path.exists():
+        return []
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput(
+            f"{path}: unreadable ({exc}); this tool writes it whole, so something else changed "
+            "it; delete the device-agnostic/ branches by hand and the file"
+        ) from exc
+    _git(root, "worktree", "remove", "--force", record["worktree"], check=False)
+    shutil.rmtree(record["tmp"], ignore_errors=True)
+    _git(root, "worktree", "prune", check=False)
+    deleted = [b for b in record["branches"] if _branch_exists(root, b)]
+    for branch in deleted:
+        _git(root, "branch", "-q", "-D", branch)
+    out = Path(record["out"])
+    if record["created_out"] and out.exists():
+        shutil.rmtree(out, ignore_errors=True)
+    elif out.is_dir():  # it was empty when the export started: all in it is the export's
+        for child in out.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    fsops.remove_file(path)
+    return [
+        f"recovered: an interrupted export was cleaned up: {len(deleted)} branches deleted "
+        f"({', '.join(deleted) or 'none'}), its temporary worktree removed"
+        + (f", {out} removed" if record["created_out"] else "")
+    ]
+
+
 def export(
     series: Series,
     checkout: Path,
@@ -467,8 +637,12 @@ def export(
     remote: str = "origin",
     head_owner: str | None = None,
     author: str | None = None,
+    base: str | None = None,
 ) -> list[str]:
     """Make the branches and the folders of the forward queue; returns the lines to print.
+
+    The branches start from ``base`` (a commit or ref of the checkout, e.g. ``origin/main``),
+    by default from the series' base; it must be on the checkout's main, which the PRs target.
 
     Raises BadInput (not a checkout, dirty, no base commit, output folder not empty, branch
     exists, unreadable verify JSON, no or a placeholder author, a Depends-On that is not an
@@ -479,11 +653,17 @@ def export(
     out = Path(out).resolve()
     if not root.is_dir():
         raise BadInput(f"{root}: not a directory")
+    notes = recover_export(root)
     skipped = {p.name: why for p in series.patches if (why := is_backport(parse_message(p)))}
     forward = [p for p in series.patches if p.name not in skipped]
     needs = _dependencies(forward, skipped)
-    series = Series(series.directory, series.base, forward)
-    _check_inputs(series, root, out)
+    commit = _check_inputs(Series(series.directory, series.base, forward), root, out, base)
+    _require_on_main(root, commit, remote, base)
+    if base is not None:  # the branches start from the commit given; the version is its name
+        series = Series(series.directory, Base(base, commit), forward)
+    else:
+        series = Series(series.directory, Base(series.base.version, commit), forward)
+    _missing_suites(series, _base_reader(root, commit), root, commit)
     name, email = author_identity(root, author)
     verify = None
     if verify_json is not None:
@@ -492,10 +672,27 @@ def export(
         except (OSError, ValueError) as exc:
             raise BadInput(f"{verify_json}: cannot read the verify JSON: {exc}") from exc
     _check_applies(series, root, stack, needs)
+    findings = folded_suite_lint(series, _base_reader(root, series.base.commit))
+    if findings:
+        raise BadInput(
+            "the folded suites would fail PyTorch's lint (PYFMT, ruff check); fix the tests "
+            "(see `scripts/patches lint --pytorch CHECKOUT`):\n"
+            + "\n".join(f.describe() for f in findings)
+        )
     made: list[str] = []
     ok = False
     created_out = not out.exists()
     worktree = Path(tempfile.mkdtemp(prefix="patches-export-")) / "tree"
+    # What this run makes, written before it makes it: a killed export is cleaned up by the
+    # next one (or export --abort).
+    record = {
+        "worktree": str(worktree),
+        "tmp": str(worktree.parent),
+        "out": str(out),
+        "created_out": created_out,
+        "branches": made,
+    }
+    _write_export_record(root, record)
     try:
         _git(root, "worktree", "add", "-q", "--detach", str(worktree), series.base.commit)
         identity = ["-c", f"user.name={name}", "-c", f"user.email={email}"]
@@ -507,8 +704,9 @@ def export(
                 start = branch_name(needs[patch.name][-1])
             else:
                 start = series.base.commit
-            _git(worktree, "checkout", "-q", "-b", branch, start)
             made.append(branch)
+            _write_export_record(root, record)
+            _git(worktree, "checkout", "-q", "-b", branch, start)
             am = subprocess.run(
                 ["git", "-C", str(worktree), *identity, "am", "-3", "-k", "--quiet",
                  str(patch.path)],
@@ -519,21 +717,22 @@ def export(
             if am.returncode != 0:
                 _git(worktree, "am", "--abort", check=False)
                 raise Conflict(
-                    f"{patch.name}: git am -3 -k failed:\n{am.stdout.strip()}\n"
-                    f"{am.stderr.strip()}".rstrip()
+                    f"{patch.name}: git am -3 -k failed; every branch this export made is "
+                    f"deleted:\n{am_output(am.stdout, am.stderr)}".rstrip()
                 )
             # The patch file's From: is the series' maintainers; the PR's commit is the
             # exporting person's, whom the CLA check looks up.
             _git(worktree, *identity, "commit", "-q", "--amend", "--no-edit", "--reset-author")
             _fold_tests(worktree, patch, identity)
         lines = []
+        titles = {p.name: p.subject for p in series.patches}
         for patch in series.patches:
             folder = out / topic(patch)
             folder.mkdir(parents=True)
             message = parse_message(patch)
             (folder / "title.txt").write_text(message.subject + "\n", encoding="utf-8")
             (folder / "body.md").write_text(
-                body_markdown(patch, verify, verify_json), encoding="utf-8"
+                body_markdown(patch, verify, verify_json, titles), encoding="utf-8"
             )
             (folder / "labels.txt").write_text("\n".join(labels(message)) + "\n", "utf-8")
             script = folder / "commands.sh"
@@ -541,6 +740,11 @@ def export(
             script.chmod(0o755)
             commit = _git(root, "rev-parse", "--short", branch_name(patch)).stdout.strip()
             lines.append(f"{patch.name}: branch {branch_name(patch)} ({commit}), {folder}")
+            if not _evidence(patch, verify):
+                lines.append(
+                    f"{patch.name}: body.md records no fail-before run (no Evidence-* trailer, "
+                    "no --verify-json): add the evidence before opening the PR"
+                )
         ok = True
     finally:
         # The worktree first: git refuses to delete a branch checked out in one.
@@ -550,12 +754,15 @@ def export(
             _git(root, "worktree", "prune", check=False)
         if not ok:
             for branch in made:
-                _git(root, "branch", "-q", "-D", branch, check=False)
+                if _branch_exists(root, branch):
+                    _git(root, "branch", "-q", "-D", branch, check=False)
             if created_out:
                 shutil.rmtree(out, ignore_errors=True)
             elif out.is_dir():
                 for child in out.iterdir():
                     shutil.rmtree(child) if child.is_dir() else child.unlink()
+        fsops.remove_file(_export_record_path(root))
+    lines = notes + lines
     how = "stacked, each on the previous" if stack else f"each on the base {series.base.short}"
     lines += [f"{patch}: not exported: {why}" for patch, why in skipped.items()]
     lines.append(
@@ -571,6 +778,48 @@ def suite_folds(patch: Patch) -> list[Fold]:
     trailer = parse_message(patch).trailers.get("Upstream-Test", "")
     added = [f.path for f in patch.files if f.status == "added" and f.path.startswith("test/")]
     return folds(trailer, added) if trailer else []
+
+
+def folded_suite_lint(series: Series, read: Callable[[str], bytes | None]) -> list[Finding]:
+    """Fold every patch's tests into their suites in memory (each patch on the series applied
+    to ``read``'s files, as export makes it) and lint each folded suite against the suite as it
+    was: the PYFMT and ruff findings the folds add. Raises BadInput when a suite is missing."""
+    plan = plan_series(series, read, lambda _: "target")
+    rounds: list[tuple[dict[str, str | None], dict[str, str]]] = []
+    for patch in series.patches:
+        for fold in suite_folds(patch):
+            suite = plan.original.get(fold.suite)
+            if suite is None:
+                suite = read(fold.suite)
+            new = plan.files.get(fold.new)
+            if suite is None or new is None:
+                continue  # reported by export's own checks (missing_suites)
+            before = suite.decode("utf-8")
+            after = fold_test(new.decode("utf-8"), before, fold.new, fold.suite)
+            # A suite several patches fold into is linted once per fold, in separate rounds.
+            free = [r for r in rounds if fold.suite not in r[1]]
+            if not free:
+                rounds.append(({}, {}))
+                free = rounds[-1:]
+            free[0][0][fold.suite] = before
+            free[0][1][fold.suite] = after
+    found: list[Finding] = []
+    for old, folded in rounds:
+        for result in lint_texts(old, folded).values():
+            found += result.findings
+    return found
+
+
+def lint_folds(series: Series, checkout: Path, base: str | None = None) -> list[Finding]:
+    """``lint --pytorch``: the forward queue's tests folded into their suites of ``checkout`` at
+    ``base`` (default: the series' base), linted as export lints them."""
+    root = Path(checkout).resolve()
+    commit = validate_checkout(root, base or series.base.commit)
+    forward = [p for p in series.patches if not is_backport(parse_message(p))]
+    folded = Series(series.directory, Base(series.base.version, commit), tuple(forward))
+    read = _base_reader(root, commit)
+    _missing_suites(folded, read, root, commit)
+    return folded_suite_lint(folded, read)
 
 
 def _fold_tests(worktree: Path, patch: Patch, identity: list[str]) -> None:

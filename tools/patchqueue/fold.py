@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass
 
 from tools.patchqueue.errors import BadInput
@@ -119,6 +120,66 @@ def _from_import(module: str, aliases: list[ast.alias], exploded: bool = False) 
 def _usort_key(alias: ast.alias) -> str:
     # usort (PyTorch's import sorter) orders the names of one import case-insensitively.
     return alias.name.casefold()
+
+
+# usort's categories, in its order, with PyTorch's [tool.usort.known] (pyproject.toml).
+_FIRST_PARTY = frozenset({"caffe2", "torch", "torchgen", "functorch", "test"})
+_STDLIB = frozenset(sys.stdlib_module_names) | {"typing_extensions"}
+
+
+def _category(module: str) -> int:
+    """usort's category of an imported module: 0 future, 1 standard library, 2 third party,
+    3 first party (relative imports too)."""
+    top = module.split(".")[0]
+    if module.startswith(".") or top in _FIRST_PARTY:
+        return 3
+    if top == "__future__":
+        return 0
+    return 1 if top in _STDLIB else 2
+
+
+def _import_module(node: ast.Import | ast.ImportFrom) -> str:
+    if isinstance(node, ast.Import):
+        return node.names[0].name
+    return "." * node.level + (node.module or "")
+
+
+def _sort_key(module: str, is_from: bool) -> tuple[int, bool, str]:
+    """usort's order: by category, then every ``import x`` before every ``from x import``,
+    then by module name, case-insensitively."""
+    return _category(module), is_from, module.casefold()
+
+
+def _node_key(node: ast.Import | ast.ImportFrom) -> tuple[int, bool, str]:
+    return _sort_key(_import_module(node), isinstance(node, ast.ImportFrom))
+
+
+def _insertion_point(
+    header: list[ast.stmt], suite_lines: list[str], key: tuple[int, bool, str]
+) -> tuple[int, str, str]:
+    """Where usort puts a new import (its :func:`_sort_key`) in the suite's header: (0-based
+    line index to insert before, text before it, text after it); the text is a blank line when
+    the import starts or ends a category block of its own."""
+    imports = [n for n in header if isinstance(n, ast.Import | ast.ImportFrom)]
+    same = [n for n in imports if _node_key(n)[0] == key[0]]
+
+    def start(node: ast.stmt) -> int:  # the comments right above an import belong to it
+        first = node.lineno - 1
+        while first > 0 and suite_lines[first - 1].lstrip().startswith("#"):
+            first -= 1
+        return first
+
+    if same:
+        later = [n for n in same if _node_key(n) > key]
+        if later:
+            return start(later[0]), "", ""
+        return same[-1].end_lineno or same[-1].lineno, "", ""
+    greater = [n for n in imports if _node_key(n)[0] > key[0]]
+    if greater:
+        return start(greater[0]), "", "\n"
+    if imports:
+        return imports[-1].end_lineno or imports[-1].lineno, "\n", ""
+    return 0, "", ""
 
 
 def _own_from_import(
@@ -236,7 +297,7 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
     used = {
         n.id for n in ast.walk(ast.Module(body=kept, type_ignores=[])) if isinstance(n, ast.Name)
     }
-    imports: list[str] = []
+    imports: list[tuple[tuple[int, bool, str], str]] = []  # (sort key, line) of each new one
     merged: dict[int, tuple[ast.ImportFrom, list[ast.alias]]] = {}  # suite line -> its names
     rebinding: list[str] = []  # an added import of a name the suite binds otherwise
     for node, missing in pending:
@@ -255,12 +316,16 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
         ]  # fmt: skip
         if isinstance(node, ast.Import):
             imports += [
-                f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n" for a in wanted
+                (
+                    _sort_key(a.name, False),
+                    f"import {a.name}" + (f" as {a.asname}" if a.asname else "") + "\n",
+                )
+                for a in wanted
             ]
             continue
         own = _own_from_import(suite_tree, suite_lines, module)
         if own is None:
-            imports.append(_from_import(module, wanted))
+            imports.append((_sort_key(module, True), _from_import(module, wanted)))
         else:  # added to the suite's own import of that module, as a person would
             merged.setdefault(own.lineno, (own, []))[1].extend(wanted)
     if rebinding:
@@ -274,14 +339,30 @@ def fold_test(new_source: str, suite_source: str, new_path: str, suite_path: str
     while main_start > 0 and suite_lines[main_start - 1].lstrip().startswith("#"):
         main_start -= 1
     head = list(suite_lines[:import_end])
-    for _, (node, wanted) in sorted(merged.items(), reverse=True):  # bottom up: lines stay put
-        head[node.lineno - 1 : node.end_lineno] = [_merged(node, wanted)]
+    # Each new import where usort puts it (its category block, in module order), so that the
+    # folded suite passes PYFMT; the suite's own imports, merged, stay where they are.
+    inserts: dict[int, list[tuple[tuple[int, bool, str], str, str, str]]] = {}
+    for key, line in imports:
+        at, above, below = _insertion_point(header, suite_lines, key)
+        inserts.setdefault(at, []).append((key, line, above, below))
+    edits: list[tuple[int, int, list[str]]] = []  # (position, 1 replace / 0 insert, lines)
+    for lineno, (node, wanted) in merged.items():
+        edits.append((lineno - 1, 1, [_merged(node, wanted)]))
+    for at, group in inserts.items():
+        group.sort()
+        text = group[0][2] + "".join(line for _, line, _, _ in group) + group[0][3]
+        edits.append((at, 0, [text]))
+    for at, kind, lines in sorted(edits, reverse=True):  # bottom up: earlier lines stay put
+        if kind:
+            node = merged[at + 1][0]
+            head[at : node.end_lineno] = lines
+        else:
+            head[at:at] = lines
     before_main = suite_lines[import_end:main_start]
     while before_main and not before_main[-1].strip():
         before_main.pop()
     folded = (
         head
-        + imports
         + before_main
         + ["\n\n"]
         + ["\n\n\n".join(segment.rstrip("\n") for segment in body) + "\n"]

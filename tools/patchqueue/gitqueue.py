@@ -16,13 +16,15 @@ the half-made branch would, and finishes an interrupted revert.
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 from tools.patchqueue import fsops
 from tools.patchqueue.engine import plan_series
-from tools.patchqueue.errors import BadInput, Conflict
+from tools.patchqueue.errors import BadInput, Conflict, GitKilled
 from tools.patchqueue.series import Series
 from tools.patchqueue.targets import GitCheckout
 
@@ -37,9 +39,19 @@ def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     result = subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
     )
+    if check and result.returncode < 0:
+        raise GitKilled(f"git {' '.join(args)} was killed by {signal_name(result.returncode)}")
     if check and result.returncode != 0:
         raise BadInput(f"git {' '.join(args)} failed in {root}: {result.stderr.strip()}")
     return result
+
+
+def signal_name(returncode: int) -> str:
+    """``SIGKILL`` for a child's return code -9."""
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
 
 
 def git_dir(root: Path) -> Path:
@@ -124,6 +136,38 @@ def require_clean_and_idle(root: Path) -> None:
         raise BadInput(f"{root}: a git operation is in progress ({busy}); finish or abort it")
 
 
+def validate_checkout(root: Path, commit: str = "HEAD") -> str:
+    """The one rule for a PyTorch checkout that apply, verify and export work on; returns the
+    full id of ``commit`` in it.
+
+    Raises BadInput unless ``root`` is a git work tree holding ``torch/__init__.py``, without
+    uncommitted changes or a git operation (merge, rebase, am, ...) in progress, in which
+    ``commit`` names a commit.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise BadInput(f"{root}: not a directory")
+    inside = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        raise BadInput(f"{root}: not a git checkout (clone pytorch/pytorch there first)")
+    top = Path(_git(root, "rev-parse", "--show-toplevel").stdout.strip())
+    if top.resolve() != root.resolve():
+        raise BadInput(f"{root}: inside the checkout {top}; give its top folder")
+    if not (root / "torch" / "__init__.py").is_file():
+        raise BadInput(f"{root}: a git checkout, but not of PyTorch (no torch/__init__.py)")
+    require_clean_and_idle(root)
+    found = _git(root, "rev-parse", "--verify", "-q", f"{commit}^{{commit}}", check=False)
+    if found.returncode != 0:
+        raise BadInput(
+            f"{root}: {commit} is not a commit of this checkout; fetch it (git fetch origin "
+            f"{commit}) or name another"
+        )
+    return found.stdout.strip()
+
+
 def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
     """Commit the series on a new branch of ``target``; all or nothing.
 
@@ -131,9 +175,12 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
     failed; the checkout is back as it was).
     """
     root = target.root
-    branch = branch or default_branch(series)
     record = _applied(_load_record(root))
     current, head = _current_ref(root)
+    if branch is None:
+        # Named after what the branch really starts from: the series' base, or the commit.
+        on_base = series.base.commit.startswith(head) or head.startswith(series.base.commit)
+        branch = default_branch(series) if on_base else f"device-agnostic/on-{head[:8]}"
     if record is not None:
         if record["branch"] == current and record["series"] == [p.sha256 for p in series.patches]:
             return f"the series is already applied on branch {current}; nothing to do"
@@ -141,7 +188,7 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
             f"{root}: the series was applied on branch {record['branch']} (from "
             f"{record['original_ref']}); run revert first"
         )
-    require_clean_and_idle(root)
+    validate_checkout(root)
     if _branch_exists(root, branch):
         raise BadInput(f"{root}: branch {branch} already exists; delete it or pass --branch")
     for patch in series.patches:
@@ -159,6 +206,8 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
         "detached": current is None,
         "series": [p.sha256 for p in series.patches],
         "names": [p.name for p in series.patches],
+        # Checked absent above: after a failed or killed am, any of these is the am's.
+        "added": added_paths(series),
     }
     _write_record(root, record)  # the intent, before git changes anything
     try:
@@ -167,23 +216,50 @@ def apply_git(series: Series, target: GitCheckout, branch: str | None) -> str:
             root, "am", "-3", "-k", "--quiet", *[str(p.path) for p in series.patches], check=False
         )
     except BaseException:
-        _rollback(root, branch, current, head)
+        _rollback(root, branch, current, head, record["added"])
         fsops.remove_file(_record_path(root))
         raise
+    if am.returncode < 0:  # git died of a signal while we lived: not a conflict
+        failed = _failed_patch(root, series)
+        _rollback(root, branch, current, head, record["added"])
+        fsops.remove_file(_record_path(root))
+        raise GitKilled(
+            f"git am was killed by {signal_name(am.returncode)} (at {failed or 'a patch'}): not "
+            f"a conflict; the checkout is back on {current or head} as it was and branch "
+            f"{branch} is deleted; run apply again"
+        )
     if am.returncode != 0:
         failed = _failed_patch(root, series)
-        _rollback(root, branch, current, head)
+        _rollback(root, branch, current, head, record["added"])
         fsops.remove_file(_record_path(root))
         detail = _explain(series, target, failed)
+        number = next((i for i, p in enumerate(series.patches, 1) if p.name == failed), None)
+        which = f"{failed} (patch {number} of {len(series.patches)})" if number else "a patch"
         raise Conflict(
-            f"{failed or 'a patch'}: git am -3 failed; the checkout is back on "
+            f"{which}: git am -3 failed; the checkout is back on "
             f"{current or head} as it was and branch {branch} is deleted.\n"
-            f"{am.stdout.strip()}\n{am.stderr.strip()}{detail}".rstrip()
+            f"{am_output(am.stdout, am.stderr)}{detail}".rstrip()
         )
     record["state"] = "applied"
     _write_record(root, record)
     count = len(series.patches)
     return f"applied {count} patches as commits on branch {branch} (from {current or head})"
+
+
+# What git am prints that is wrong once the tool has aborted the am (and its own numbering,
+# which counts the patches given to this am, not the series' file names).
+_AM_NOISE = re.compile(
+    r"^(hint: .*|Patch failed at .*|When you have resolved this problem.*|If you prefer to skip "
+    r"this patch.*|To restore the original branch.*|.*git am --(continue|skip|abort).*|"
+    r"To record the empty patch.*|The copy of the patch that failed is found in.*)$"
+)
+
+
+def am_output(stdout: str, stderr: str) -> str:
+    """git am's messages (which file and hunk failed) without its own patch numbering and its
+    advice to continue, skip or abort: the tool has already aborted."""
+    lines = (stdout + "\n" + stderr).splitlines()
+    return "\n".join(line for line in lines if line.strip() and not _AM_NOISE.match(line))
 
 
 def _failed_patch(root: Path, series: Series) -> str | None:
@@ -197,9 +273,37 @@ def _failed_patch(root: Path, series: Series) -> str | None:
     return None
 
 
-def _rollback(root: Path, branch: str, original: str | None, head: str) -> None:
-    """Back to ``original`` (a branch; None: ``head`` detached) and no ``branch``; idempotent, so
-    that recovery can run it again after a kill anywhere in it."""
+def added_paths(series: Series) -> list[str]:
+    """Every file the series adds (apply checks that none exists before it starts)."""
+    return sorted({f.path for p in series.patches for f in p.files if f.status == "added"})
+
+
+def _remove_added(root: Path, added: list[str]) -> list[str]:
+    """Delete the files of ``added`` that exist and git does not track (what a failed or killed
+    am left: they were absent before apply), and the folders that leaves empty."""
+    removed = []
+    for path in added:
+        target = root / path
+        if not (target.is_file() or target.is_symlink()):
+            continue
+        tracked = _git(root, "ls-files", "--error-unmatch", "--", path, check=False)
+        if tracked.returncode == 0:
+            continue
+        fsops.remove_file(target)
+        removed.append(path)
+        folder = target.parent
+        while folder != root and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+            folder = folder.parent
+    return removed
+
+
+def _rollback(
+    root: Path, branch: str, original: str | None, head: str, added: list[str] = ()
+) -> None:
+    """Back to ``original`` (a branch; None: ``head`` detached), no ``branch``, and none of the
+    files the series adds (``added``); idempotent, so that recovery can run it again after a
+    kill anywhere in it."""
     if (git_dir(root) / "rebase-apply").exists():
         _git(root, "am", "--abort", check=False)
     current, now = _current_ref(root)
@@ -212,17 +316,59 @@ def _rollback(root: Path, branch: str, original: str | None, head: str) -> None:
         _git(root, "checkout", "-q", "--detach", head)
     if _branch_exists(root, branch):
         _git(root, "branch", "-q", "-D", branch)
+    _remove_added(root, list(added))
 
 
-def recover_git(target: GitCheckout) -> list[str]:
+def _am_subjects(apply_dir: Path) -> list[str]:
+    """The subjects of the mails a ``git am`` in progress holds (``rebase-apply/0001``, ...)."""
+    subjects = []
+    for mail in sorted(apply_dir.glob("[0-9][0-9][0-9][0-9]")):
+        for line in mail.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Subject: "):
+                subjects.append(line[len("Subject: ") :].strip())
+                break
+            if not line.strip():
+                break
+    return subjects
+
+
+def _recover_unrecorded_am(root: Path, series: Series | None) -> list[str]:
+    """A ``git am`` left in progress without this tool's record (its record was removed, the am
+    was not aborted): aborted, with the series' new files it left, when it is the series' am;
+    else reported, never touched."""
+    apply_dir = git_dir(root) / "rebase-apply"
+    if not apply_dir.is_dir():
+        return []
+    subjects = _am_subjects(apply_dir)
+    ours = (
+        series is not None
+        and bool(subjects)
+        and subjects == [p.subject.split("\n")[0] for p in series.patches][: len(subjects)]
+    )
+    if not ours:  # someone's own am: said, never touched
+        return [
+            f"note: a git am is in progress in {root} (.git/rebase-apply) that is not the "
+            "series': finish it (git am --continue) or abort it (git am --abort)"
+        ]
+    assert series is not None
+    _git(root, "am", "--abort", check=False)
+    removed = _remove_added(root, added_paths(series))
+    left = f"; removed the files it had added: {', '.join(removed)}" if removed else ""
+    return [f"recovered: aborted a git am of the series left in progress (.git/rebase-apply){left}"]
+
+
+def recover_git(target: GitCheckout, series: Series | None = None) -> list[str]:
     """Finish what a killed command left on the checkout; lines saying what was done (none when
-    nothing was interrupted)."""
+    nothing was interrupted). ``series`` lets it recognise a ``git am`` of the series left in
+    progress without a record."""
     root = target.root
     leftover = fsops.temporary_name(_record_path(root))
     if leftover.exists():  # a record update that was killed: the record itself is whole
         fsops.remove_file(leftover)
     record = _load_record(root)
-    if record is None or record["state"] == "applied":
+    if record is None:
+        return _recover_unrecorded_am(root, series)
+    if record["state"] == "applied":
         return []
     lock = git_dir(root) / "index.lock"
     notes = []
@@ -236,7 +382,9 @@ def recover_git(target: GitCheckout) -> list[str]:
         notes.append(f"recovered: removed {lock}, left by the killed git")
     original = None if record.get("detached") else record["original_ref"]
     if record["state"] == "applying":
-        _rollback(root, record["branch"], original, record["original_head"])
+        _rollback(
+            root, record["branch"], original, record["original_head"], record.get("added", [])
+        )
         fsops.remove_file(_record_path(root))
         return [
             *notes,

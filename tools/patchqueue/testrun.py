@@ -83,15 +83,18 @@ def _timed_out(timeout: float, text: str, seconds: float) -> Run:
     return Run("timeout", None, 0, 0, seconds, f"timeout {timeout:g}s", tail=text[-2000:])
 
 
-def run_test_file(path: Path, env: dict[str, str], cwd: Path, timeout: float) -> Run:
-    """Run ``python path`` in a fresh interpreter and classify its result.
+def run_test_file(
+    path: Path, env: dict[str, str], cwd: Path, timeout: float, python: str = sys.executable
+) -> Run:
+    """Run ``python path`` in a fresh interpreter (``python``: this one by default) and classify
+    its result.
 
     On a timeout the file's whole process group is killed: a process it started would otherwise
     hold the output pipes open.
     """
     start = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, str(path)],
+        [python, str(path)],
         env=env,
         cwd=cwd,
         stdout=subprocess.PIPE,

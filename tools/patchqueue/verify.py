@@ -206,7 +206,13 @@ def _check_inside(written: Iterable[str], target: InstalledTorch, root: Path) ->
             raise BadInput(f"{path}: in the shadow torch this is a link to the installed torch")
 
 
-def patched_shadow(series: Series, real: InstalledTorch, root: Path) -> dict:
+def patched_shadow(
+    series: Series,
+    real: InstalledTorch,
+    root: Path,
+    python: str = sys.executable,
+    backend: str = "neuron",
+) -> dict:
     """Build a shadow of ``real`` in the empty folder ``root`` and overlay ``series`` on it.
 
     ``PYTHONPATH=root`` then imports the patched torch (with the installed native libraries);
@@ -219,7 +225,7 @@ def patched_shadow(series: Series, real: InstalledTorch, root: Path) -> dict:
     shadow = InstalledTorch(root / "torch")
     _check_inside(written, shadow, root)
     apply_overlay(series, shadow, root / "test")
-    return probe_shadow(root, real)
+    return probe_shadow(root, real, python, backend)
 
 
 SHADOW_MARK = ".patched-shadow"
@@ -259,13 +265,46 @@ def ensure_patched_shadow(series: Series, real: InstalledTorch, root: Path) -> t
 
 @dataclass
 class TestResult:
-    """The four runs of one test file."""
+    """The four runs of one test file, and its two OpenReg runs where there are."""
 
     file: str
     stock_neuron: Run
     patched_neuron: Run
     stock_cpu: Run
     patched_cpu: Run
+    stock_openreg: Run | None = None
+    patched_openreg: Run | None = None
+
+
+# A patch's test file runs on OpenReg when it instantiates device-type tests (their PrivateUse1
+# variant is the "openreg" one in OpenReg's interpreter) or names the device itself (a test
+# written for OpenReg's tests/ folder).
+_OPENREG_MARKERS = ("instantiate_device_type_tests(", '"openreg"', "'openreg'")
+
+
+def runs_on_openreg(source: str) -> bool:
+    """Whether a test file has tests for the OpenReg device (see ``_OPENREG_MARKERS``)."""
+    return any(marker in source for marker in _OPENREG_MARKERS)
+
+
+def openreg_cell(tests: list[TestResult]) -> str:
+    """The "fails before on OpenReg" column: how the OpenReg runs went, or why there are none."""
+    runs = [(t.stock_openreg, t.patched_openreg) for t in tests if t.stock_openreg is not None]
+    if not runs:
+        return "-"
+    failing = [name for stock, _ in runs for name in stock.failing]  # type: ignore[union-attr]
+    fails = all(stock.outcome == "failed" for stock, _ in runs)  # type: ignore[union-attr]
+    passes = all(p is not None and p.outcome == "passed" for _, p in runs)
+    before = (
+        f"fails ({len(failing)})"
+        if fails
+        else "no: "
+        + "; ".join(
+            s.summary
+            for s, _ in runs  # type: ignore[union-attr]
+        )
+    )
+    return before + (", passes after" if passes else ", NOT passing after")
 
 
 @dataclass
@@ -286,7 +325,7 @@ class PatchVerdict:
     def cells(self) -> tuple[str, ...]:
         """The table's columns after the patch's name (see Report.table)."""
         if not self.tests:
-            return "-", "-", "-", "-", self._lint_cell(), self.verdict
+            return "-", "-", "-", "-", "-", self._lint_cell(), self.verdict
         stock = "; ".join(t.stock_neuron.summary for t in self.tests)
         patched = "; ".join(t.patched_neuron.summary for t in self.tests)
         failing = self.without_neuron_failures()
@@ -297,7 +336,7 @@ class PatchVerdict:
             ci = "no: " + "; ".join(t.stock_cpu.summary for t in self.tests)
         cpu_ok = all(t.patched_cpu.outcome == "passed" for t in self.tests)
         cpu = "pass" if cpu_ok else "; ".join(t.patched_cpu.summary for t in self.tests)
-        return stock, patched, ci, cpu, self._lint_cell(), self.verdict
+        return stock, patched, ci, openreg_cell(self.tests), cpu, self._lint_cell(), self.verdict
 
     def _lint_cell(self) -> str:
         dirty = [f.path for f in self.lint if not f.clean]
@@ -336,6 +375,14 @@ def _judge(verdict: PatchVerdict) -> None:
             "no test fails on stock torch without the neuron backend: add one that fails before "
             "the fix on a device upstream CI runs (the CPU) or with a named mock of the trait"
         )
+    for t in verdict.tests:
+        if t.stock_openreg is None or t.patched_openreg is None:
+            continue
+        if t.stock_openreg.outcome != "failed":
+            reasons.append(f"{t.file}: does not fail before on OpenReg ({t.stock_openreg.summary})")
+        if t.patched_openreg.outcome != "passed":
+            reasons.append(f"{t.file}: does not pass on OpenReg with the series "
+                           f"({t.patched_openreg.summary})")  # fmt: skip
     for lint in verdict.lint:
         if not lint.clean:
             reasons.append(f"lint: {lint.describe()}")
@@ -351,10 +398,13 @@ def _test_files(patch: Patch) -> list[str]:
     ]
 
 
-def probe_shadow(root: Path, real: InstalledTorch) -> dict:
-    """Check the shadow imports from ``root`` with neuron and one copy of the installed libtorch."""
+def probe_shadow(
+    root: Path, real: InstalledTorch, python: str = sys.executable, backend: str = "neuron"
+) -> dict:
+    """Check the shadow imports from ``root`` (with ``python``) with its PrivateUse1 backend
+    (``backend``) and one copy of the installed libtorch."""
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE],
+        [python, "-c", _PROBE],
         env=_env(str(root)),
         cwd=root,
         capture_output=True,
@@ -368,15 +418,16 @@ def probe_shadow(root: Path, real: InstalledTorch) -> dict:
     problems = []
     if not Path(info["torch"]).resolve().is_relative_to((root / "torch").resolve()):
         problems.append(f"torch came from {info['torch']}, not the shadow")
-    if info["backend"] != "neuron" or not info["neuron"]:
-        problems.append(f"the neuron backend did not load (backend {info['backend']!r})")
+    if info["backend"] != backend or (backend == "neuron" and not info["neuron"]):
+        problems.append(f"the {backend} backend did not load (backend {info['backend']!r})")
     real_lib = (real.torch_dir / "lib").resolve()
     names: dict[str, list[str]] = {}
     for lib in info["libs"]:
         names.setdefault(Path(lib).name, []).append(lib)
     for name, paths in names.items():
         if len(paths) > 1 or not Path(paths[0]).resolve().is_relative_to(real_lib):
-            if name.startswith(("libtorch", "libc10")) and "neuron" not in name:
+            # torch's own libraries only (a backend's libtorch_*.so are its own files)
+            if name.startswith(("libtorch", "libc10")) and (real_lib / name).exists():
                 problems.append(f"{name} loaded from {paths}, expected once from {real_lib}")
     if problems:
         raise BadInput("the shadow torch is unusable: " + "; ".join(problems))
@@ -435,6 +486,7 @@ class Report:
             "neuron, stock",
             "neuron, patched",
             "no neuron, stock (CI device / mock)",
+            "fails before on OpenReg",
             "CPU, patched",
             "lint",
             "verdict",
@@ -454,6 +506,42 @@ class Report:
         return out
 
 
+def _run_openreg(
+    series: Series,
+    verdicts: list[PatchVerdict],
+    python: str,
+    root: Path,
+    timeout: float,
+    jobs: int,
+) -> None:
+    """Each OpenReg test file, stock and patched, in ``python``'s environment (OpenReg's)."""
+    real = installed_torch(python)
+    real.check_base(series.base)
+    refuse_overlaid(real)
+    shadow = root / "openreg"
+    shadow.mkdir()
+    patched_shadow(series, real, shadow, python, backend="openreg")
+    work = root / "cwd-openreg"  # no torch_openreg/ folder here: it would shadow the package
+    work.mkdir()
+    todo = [
+        (t, shadow / t.file)
+        for v in verdicts
+        for t in v.tests
+        if runs_on_openreg((shadow / t.file).read_text(encoding="utf-8"))
+    ]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [
+            (
+                test,
+                pool.submit(run_test_file, path, _env(None), work, timeout, python),
+                pool.submit(run_test_file, path, _env(str(shadow)), work, timeout, python),
+            )
+            for test, path in todo
+        ]
+        for test, stock, patched in futures:
+            test.stock_openreg, test.patched_openreg = stock.result(), patched.result()
+
+
 def verify_series(
     series: Series,
     *,
@@ -462,11 +550,17 @@ def verify_series(
     torch: InstalledTorch | None = None,
     keep: Path | None = None,
     fresh: bool = False,
+    openreg: str | None = None,
 ) -> Report:
     """Verify every patch of ``series`` against the installed torch (unchanged throughout).
 
     Each test file runs in a fork of a warm interpreter of its configuration
     (tools/patchqueue/testrun.py), or, with ``fresh``, as ``python FILE`` in a new one.
+
+    With ``openreg`` (the python of an environment whose torch has OpenReg, PyTorch's in-tree
+    PrivateUse1 test backend, installed: ``import torch`` autoloads it), every test file that
+    runs on OpenReg (:func:`runs_on_openreg`) also runs there, stock and with the series (a
+    shadow of that torch), fresh: the "fails before on OpenReg" column.
 
     Raises BadInput when the installed torch is not the base or already carries an overlay, or
     when the shadow torch is unusable.
@@ -514,6 +608,8 @@ def verify_series(
                     verdict.tests.append(TestResult(test, *results))
         finally:
             runners.close()
+        if openreg is not None:
+            _run_openreg(series, verdicts, openreg, root, timeout, jobs)
         for verdict in verdicts:
             _judge(verdict)
     finally:
