@@ -265,7 +265,8 @@ def test_the_backend_is_held_to_its_declared_autocast_lists(tmp_path):
             ("test_precision_sensitive_ops_run_in_float32", FLOAT32, "softmax"),
         )
         for name in table
-        if name != keep
+        # cdist off the float32 list is not applicable: the CPU has no half-precision cdist
+        if name not in (keep, "cdist")
     }
     assert failed == expected, sorted(failed ^ expected)
     assert "off the lower-precision list" in json.dumps(run["results"])
