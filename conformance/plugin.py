@@ -20,7 +20,15 @@ from hypothesis import HealthCheck
 from . import manifest as manifests
 from .backend import Backend, default_backend_name, torch_version
 from .patched import applied_patches
-from .report import Result, failure_groups, split_dispatcher_dump, write_json, write_markdown
+from .report import (
+    Result,
+    failure_groups,
+    split_dispatcher_dump,
+    torch_fault_groups,
+    write_json,
+    write_markdown,
+)
+from .torch_faults import find as find_torch_fault
 
 PROFILES = {
     # name: (max_examples, per-test timeout in seconds)
@@ -79,6 +87,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--conformance-label", default=None, help="column name in reports (default: the backend)"
+    )
+    group.addoption(
+        "--conformance-strict-torch",
+        action="store_true",
+        default=False,
+        help="a failure that torch's own CUDA assumptions cause (conformance/torch_faults.toml) "
+        "fails the run too; by default it is reported as a torch fault, apart",
     )
 
 
@@ -174,6 +189,7 @@ class ConformanceSession:
         self.profile = config.getoption("conformance_profile")
         self.patches = applied_patches()
         self.label = config.getoption("conformance_label") or name
+        self.strict_torch = bool(config.getoption("conformance_strict_torch"))
         self.results: dict[str, Result] = {}
         self.stale_known_failures: list[manifests.KnownFailure] = []
         self.is_worker = hasattr(config, "workerinput")
@@ -270,7 +286,26 @@ class ConformanceSession:
             report.conformance_nodeid = nodeid
             if report.failed and call.excinfo is not None:
                 report.conformance_failure = _failure(call.excinfo, str(report.longrepr))
+                if report.when == "call" and not hasattr(report, "wasxfail"):
+                    self._attribute_to_torch(nodeid, item, report)
         return report
+
+    def _attribute_to_torch(
+        self, nodeid: str, item: pytest.Item, report: pytest.TestReport
+    ) -> None:
+        """A failure that torch's own CUDA assumptions cause is torch's: labelled, and (unless
+        --conformance-strict-torch) an expected failure rather than the backend's."""
+        failure = report.conformance_failure
+        text = f"{failure['error']}\n{failure['detail']}\n{report.longrepr}"
+        fault = find_torch_fault(nodeid, text, self.patches)
+        if fault is None:
+            return
+        report.conformance_torch_fault = fault.describe()
+        # --junitxml writes the test's properties from its teardown report, made from the item's.
+        item.user_properties.append(("conformance_torch_fault", fault.label()))
+        if not self.strict_torch:
+            report.outcome = "skipped"
+            report.wasxfail = fault.describe()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = getattr(report, "conformance_nodeid", None)
@@ -308,6 +343,7 @@ class ConformanceSession:
             error=failure.get("error", ""),
             where=failure.get("where", ""),
             dispatcher_dump=failure.get("dispatcher_dump", ""),
+            torch_fault=getattr(report, "conformance_torch_fault", ""),
         )
 
     def _id_under_rootdir(self, nodeid: str) -> str | None:
@@ -331,10 +367,12 @@ class ConformanceSession:
             # "probed": nobody declared these capabilities (--capabilities=probed)
             "capabilities": "probed" if self.probed else "declared",
             "declared_capabilities": _describe(self.backend.capabilities),
+            "strict_torch": self.strict_torch,
             "stale_known_failures": [dataclasses.asdict(e) for e in self.stale_known_failures],
             "results": [dataclasses.asdict(r) for r in self.results.values()],
         }
 
+    @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker or not self.results:
             return
@@ -345,6 +383,11 @@ class ConformanceSession:
                 self.results.pop(nodeid, None)
         if self.stale_known_failures and not self.interrupted:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        xml = self.config.stash.get(_JUNIT_KEY, None) if _JUNIT_KEY is not None else None
+        if xml is not None:  # pytest's --junitxml: the torch faults counted apart
+            torch_faults = sum(bool(r.torch_fault) for r in self.results.values())
+            xml.add_global_property("conformance_torch_faults", str(torch_faults))
+            xml.add_global_property("conformance_backend", self.backend.name)
         run = self.run_record()
         if self.config.getoption("conformance_json"):
             write_json(Path(self.config.getoption("conformance_json")), run)
@@ -381,7 +424,25 @@ class ConformanceSession:
         for area in sorted(counts):
             summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts[area].items()))
             terminalreporter.write_line(f"{self.label:>10}  {area:<22} {summary}")
-        groups = failure_groups([dataclasses.asdict(r) for r in self.results.values()])
+        results = [dataclasses.asdict(r) for r in self.results.values()]
+        faults = torch_fault_groups(results)
+        if faults:
+            count = sum(len(members) for _, members in faults)
+            strict = "" if self.strict_torch else "; they do not fail the run"
+            terminalreporter.write_line(
+                f"torch's own faults: {count} tests fail for a CUDA assumption in torch, not "
+                f"{self.backend.name}'s (conformance/torch_faults.toml{strict}; "
+                "--conformance-strict-torch to fail on them)",
+                yellow=True,
+            )
+            for label, members in faults:
+                why = members[0]["torch_fault"].split(": ", 1)[-1]
+                why = why if len(why) < 160 else why[:157] + "..."
+                terminalreporter.write_line(f"  {len(members):>4} x {label}: {why}", yellow=True)
+                shown = ", ".join(m["nodeid"].split("conformance/", 1)[-1] for m in members[:3])
+                more = f", and {len(members) - 3} more" if len(members) > 3 else ""
+                terminalreporter.write_line(f"         {shown}{more}")
+        groups = failure_groups(results)
         if groups:
             failing = sum(len(members) for _, members in groups)
             terminalreporter.write_line(
@@ -405,6 +466,10 @@ class ConformanceSession:
 
 
 _SESSION_KEY = pytest.StashKey[ConformanceSession]()
+try:  # pytest's --junitxml writer, to count the torch faults in the XML's properties
+    from _pytest.junitxml import xml_key as _JUNIT_KEY
+except ImportError:  # pragma: no cover - a pytest without it: the per-test properties remain
+    _JUNIT_KEY = None
 _ERROR_KEY = pytest.StashKey[str]()  # why there is no session, for a run of the suite
 
 
@@ -540,6 +605,8 @@ def _conformance_test_setup(request: pytest.FixtureRequest) -> None:
 
 def _outcome(report: pytest.TestReport) -> str | None:
     if report.when == "call" or report.outcome != "passed":
+        if getattr(report, "conformance_torch_fault", "") and report.skipped:
+            return "torch fault"
         if hasattr(report, "wasxfail"):
             return "known" if report.skipped else "failed"  # strict XPASS is a failure
         if report.skipped:

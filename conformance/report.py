@@ -14,7 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-OUTCOMES = ("passed", "failed", "error", "known", "not applicable")
+# "torch fault": a failure that a CUDA assumption in torch causes (conformance/torch_faults.toml),
+# not the backend's; it does not fail the run unless it was strict about torch.
+OUTCOMES = ("passed", "failed", "error", "known", "torch fault", "not applicable")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +31,8 @@ class Result:
     error: str = ""  # the first line of the exception, "Type: message"
     where: str = ""  # the callable that raised it, "file.py::function"
     dispatcher_dump: str = ""  # the dispatcher's kernel listing, cut out of an exception
+    # For a failure torch causes: "torch's fault (patch N fixes it): why [file:line; link]".
+    torch_fault: str = ""
 
 
 # The dispatcher's "Could not run 'aten::x' with arguments from the 'B' backend" lists every
@@ -82,6 +86,32 @@ def failure_groups(results: Sequence[dict]) -> list[tuple[tuple[str, str], list[
         if result["outcome"] in ("failed", "error"):
             groups.setdefault(cause(result), []).append(result)
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def torch_fault_groups(results: Sequence[dict]) -> list[tuple[str, list[dict]]]:
+    """Results that torch's own faults explain, grouped by fault, the largest group first."""
+    groups: dict[str, list[dict]] = {}
+    for result in results:
+        if result.get("torch_fault"):  # by patch: "torch's fault (patch N fixes it): why ..."
+            groups.setdefault(result["torch_fault"].split(": ", 1)[0], []).append(result)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def torch_faults_markdown(run: dict) -> list[str]:
+    """The tests of one run that fail for torch's own faults, by fault."""
+    groups = torch_fault_groups(run["results"])
+    if not groups:
+        return []
+    count = sum(len(members) for _, members in groups)
+    red = "they fail the run (strict)" if run.get("strict_torch") else "not the backend's"
+    lines = ["", f"### Torch's own faults in {run['label']}: {count} tests ({red})", ""]
+    for label, members in groups:
+        lines.append(f"- **{len(members)}** x {label}")
+        lines += [
+            f"  - `{_short(result['nodeid'])}`: {result['torch_fault'].split(': ', 1)[-1]}"
+            for result in members
+        ]
+    return lines
 
 
 def _short(nodeid: str) -> str:
@@ -173,7 +203,9 @@ def matrix(runs: Sequence[dict]) -> str:
         for run in runs
         for entry in run.get("stale_known_failures", [])
     ]
-    failures = [line for run in runs for line in failures_markdown(run)]
+    failures = [
+        line for run in runs for line in failures_markdown(run) + torch_faults_markdown(run)
+    ]
     return "\n".join(lines + [""] + details + stale + failures + differences(runs)) + "\n"
 
 
