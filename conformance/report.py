@@ -65,26 +65,98 @@ _COULD_NOT_RUN = re.compile(
 )
 
 
-def cause(result: dict) -> tuple[str, str]:
-    """A failure's root cause: (first line of the error, failing callable). Dtype names and
-    numbers are masked, so that the same bug in other dtypes, sizes or indices is one cause."""
-    error = _DTYPE.sub("<dtype>", _error(result))
-    return re.sub(r"\b\d+\b", "N", error)[:200], result.get("where", "")
+def cause(
+    result: dict, backend: str = "", parameters: frozenset[str] | None = None
+) -> tuple[str, str]:
+    """A failure's root cause: (its normalised first error line, the frame that matters).
+
+    The message is normalised so that one bug reads as one cause whatever the test's parameters:
+    numbers, dtypes and the backend's device names are masked, and so is every expression that
+    names one of the test's parameter values (the op, the view, the variant: "x.unfold(1, 3, 2)"
+    and "torch.view_as_real(x)" in the same sentence are one shape). The frame is the test that
+    judged (the first frame outside pytest, hypothesis and the suite's helpers) for the suite's
+    own verdicts (an AssertionError, pytest's "DID NOT RAISE"); an exception that torch or the
+    backend raised is its message alone, wherever the test reached it (one missing kernel, one
+    cause). ``parameters``: the parameter values to mask (failure_groups passes those of every
+    failing test, so that "abs" is masked in every message once it names a test's variant);
+    by default the result's own.
+    """
+    nodeid = result.get("nodeid", "")
+    error = _error(result)
+    crashed = _CRASHED.match(error)
+    if crashed:  # xdist's report of a dead worker: one cause per test function
+        return f"worker crashed{crashed.group(1) or ''}", _function(nodeid)
+    if parameters is None:
+        parameters = frozenset(_parameters(nodeid))
+    error = _DTYPE.sub("<dtype>", error)
+    error = _mask_parameters(error, parameters)
+    error = _DEVICE.sub("<device>", error)
+    if backend and backend != "cpu":  # "Unknown device type openreg", "torch_openreg.openreg"
+        error = re.sub(rf"[\w.]*\b{re.escape(backend)}\b", "<device>", error, flags=re.I)
+    error = _NUMBER.sub("N", error)
+    error = re.sub(r"(N)(, N)+", r"\1", error)  # a shape or an index list of any length
+    if not error.startswith(_VERDICTS):
+        return error[:200], ""
+    where = result.get("where", "")
+    if "::_" in where:  # a test module's helper check: what it found, not what led there
+        error = f"{error.split(':', 1)[0]}: ...{re.split(r', yet |; ', error)[-1]}"
+    return error[:200], where
 
 
-_DTYPE = re.compile(r"\b(torch\.)?(float|bfloat|int|uint|complex)\d+\w*\b")
+_VERDICTS = ("AssertionError", "Failed:", "Failed ", "Unexpected success", "Timeout")
+_DTYPE = re.compile(
+    r"\b(torch\.)?(float|bfloat|int|uint|complex)\d+\w*\b"
+    r"|\b(Half|BFloat16|Float|Double|ComplexFloat|ComplexDouble|Long|Int|Short|Byte|Char|Bool)(?=')"
+)
+# Device names: "openreg:0", "cuda:1", "device(type='openreg', index=0)"; the CPU stays.
+_DEVICE = re.compile(r"device\(type='\w+'(, index=\d+)?\)|(?<![\w.])(?!cpu\b)[a-z]\w*:\d+\b")
+_NUMBER = re.compile(r"(?<![\w<])[-+]?(0x[0-9a-fA-F]+|\d+(\.\d+)?([eE][-+]?\d+)?)(?![\w>])")
+
+
+_CRASHED = re.compile(r"worker '\w+' crashed while running '[^']*'(.*)$")
+
+
+def _function(nodeid: str) -> str:
+    """ "test_x.py::test_y" of a node id, without its parameters."""
+    return nodeid.split("[", 1)[0].split("conformance/", 1)[-1]
+
+
+def _parameters(nodeid: str) -> set[str]:
+    """The parameter values in a node id's "[a-b]", whole and one by one."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return set()
+    params = nodeid[nodeid.index("[") + 1 : -1]
+    return {params, *params.split("-")} - {""}
+
+
+def _mask_parameters(error: str, tokens: frozenset[str]) -> str:
+    """``error`` with each expression that names one of the parameter values masked."""
+    for token in sorted(tokens, key=len, reverse=True):
+        if len(token) < 2 or token.isdigit() or token.startswith("<"):
+            continue
+        pattern = (
+            r"(?<![\w<])[\w.]*" + re.escape(token) + r"[\w.]*(\([^()]*\))?(?![\w>])"
+            if re.fullmatch(r"[\w.]+", token)
+            else re.escape(token)
+        )
+        error = re.sub(pattern, "<param>", error, flags=re.IGNORECASE)
+    return error
 
 
 def _error(result: dict) -> str:
     return result.get("error") or (result.get("detail", "").strip().splitlines() or [""])[-1]
 
 
-def failure_groups(results: Sequence[dict]) -> list[tuple[tuple[str, str], list[dict]]]:
-    """Failed and erroring results grouped by cause, the largest group first."""
+def failure_groups(
+    results: Sequence[dict], backend: str = ""
+) -> list[tuple[tuple[str, str], list[dict]]]:
+    """Failed and erroring results grouped by cause (``backend``'s name masked), the largest
+    group first."""
+    failing = [result for result in results if result["outcome"] in ("failed", "error")]
+    parameters = frozenset(p for result in failing for p in _parameters(result["nodeid"]))
     groups: dict[tuple[str, str], list[dict]] = {}
-    for result in results:
-        if result["outcome"] in ("failed", "error"):
-            groups.setdefault(cause(result), []).append(result)
+    for result in failing:
+        groups.setdefault(cause(result, backend, parameters), []).append(result)
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
 
 
@@ -120,12 +192,13 @@ def _short(nodeid: str) -> str:
 
 def failures_markdown(run: dict) -> list[str]:
     """The failures of one run grouped by cause; each dispatcher dump folded."""
-    groups = failure_groups(run["results"])
+    groups = failure_groups(run["results"], run.get("backend", ""))
     if not groups:
         return []
     count = sum(len(members) for _, members in groups)
     lines = ["", f"### Failures of {run['label']}: {count} in {len(groups)} causes", ""]
-    for (_, where), members in groups:
+    for _, members in groups:
+        where = members[0].get("where", "")
         at = f" in `{where}`" if where else ""
         lines.append(f"- **{len(members)}** x `{_error(members[0])}`{at}")
         for result in members:
@@ -200,6 +273,7 @@ def matrix(runs: Sequence[dict]) -> str:
     ]
     stale = [
         f"- {run['label']}: stale manifest entry `{entry['test']}` matches no test"
+        + (f"; {entry['hint']}" if entry.get("hint") else "")
         for run in runs
         for entry in run.get("stale_known_failures", [])
     ]

@@ -100,7 +100,7 @@ def test_declared_capabilities_and_op_lists_decide_the_verdicts(tmp_path) -> Non
         [
             "-p",
             "mutants.autocast_lowers_only_mm",
-            f"--manifest-dir={_openreg_like_manifest(tmp_path)}",
+            f"--conformance-manifest-dir={_openreg_like_manifest(tmp_path)}",
             "-k",
             selection,
         ],
