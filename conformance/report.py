@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # "torch fault": a failure that a CUDA assumption in torch causes (conformance/torch_faults.toml),
-# not the backend's; it does not fail the run unless it was strict about torch.
-OUTCOMES = ("passed", "failed", "error", "known", "torch fault", "not applicable")
+# not the backend's; it does not fail the run unless it was strict about torch. "timeout": a test
+# that ran past its time limit (it fails the run, but says nothing of the semantics).
+OUTCOMES = ("passed", "failed", "error", "timeout", "known", "torch fault", "not applicable")
+FAILING = ("failed", "error", "timeout")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Result:
     dispatcher_dump: str = ""  # the dispatcher's kernel listing, cut out of an exception
     # For a failure torch causes: "torch's fault (patch N fixes it): why [file:line; link]".
     torch_fault: str = ""
+    timeout: str = ""  # for a timeout: what it is, and the option that raises the limit
 
 
 # The dispatcher's "Could not run 'aten::x' with arguments from the 'B' backend" lists every
@@ -169,6 +172,17 @@ def torch_fault_groups(results: Sequence[dict]) -> list[tuple[str, list[dict]]]:
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
 
 
+def timeouts_markdown(run: dict) -> list[str]:
+    """The tests of one run that ran past their time limit."""
+    timeouts = [r for r in run["results"] if r["outcome"] == "timeout"]
+    if not timeouts:
+        return []
+    lines = ["", f"### Timeouts in {run['label']}: {len(timeouts)} tests", ""]
+    lines.append(timeouts[0].get("timeout", "timeout, not a semantic failure"))
+    lines.append("")
+    return lines + [f"- `{_short(r['nodeid'])}`" for r in timeouts]
+
+
 def torch_faults_markdown(run: dict) -> list[str]:
     """The tests of one run that fail for torch's own faults, by fault."""
     groups = torch_fault_groups(run["results"])
@@ -239,7 +253,7 @@ def _cell(counts: dict[str, int]) -> str:
     if not counts:
         return "-"
     parts = [f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o)]
-    mark = "FAIL" if counts.get("failed") or counts.get("error") else "ok"
+    mark = "FAIL" if any(counts.get(o) for o in FAILING) else "ok"
     return f"{mark}: " + ", ".join(parts)
 
 
@@ -262,7 +276,7 @@ def matrix(runs: Sequence[dict]) -> str:
         lines.append(f"| {area} | " + " | ".join(cells) + " |")
     totals = []
     for run in runs:
-        failed = sum(r["outcome"] in ("failed", "error") for r in run["results"])
+        failed = sum(r["outcome"] in FAILING for r in run["results"])
         incomplete = "" if is_complete(run) else ", incomplete"
         totals.append(f"{len(run['results'])} tests, {failed} failing{incomplete}")
     lines.append("| **total** | " + " | ".join(totals) + " |")
@@ -278,7 +292,9 @@ def matrix(runs: Sequence[dict]) -> str:
         for entry in run.get("stale_known_failures", [])
     ]
     failures = [
-        line for run in runs for line in failures_markdown(run) + torch_faults_markdown(run)
+        line
+        for run in runs
+        for line in failures_markdown(run) + timeouts_markdown(run) + torch_faults_markdown(run)
     ]
     return "\n".join(lines + [""] + details + stale + failures + differences(runs)) + "\n"
 

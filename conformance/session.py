@@ -162,9 +162,21 @@ class ConformanceSession:
             report.conformance_nodeid = nodeid
             if report.failed and call.excinfo is not None:
                 report.conformance_failure = _failure(call.excinfo, str(report.longrepr))
-                if report.when == "call" and not hasattr(report, "wasxfail"):
+                if _is_timeout(call.excinfo):
+                    report.conformance_timeout = self._timeout_note(item)
+                elif report.when == "call" and not hasattr(report, "wasxfail"):
                     self._attribute_to_torch(nodeid, item, report)
         return report
+
+    def _timeout_note(self, item: pytest.Item) -> str:
+        """What a timeout is, and the option that raises it."""
+        marker = item.get_closest_marker("timeout")
+        limit = self.config.getoption("timeout", None) or (marker.args[0] if marker else "?")
+        return (
+            f"timeout, not a semantic failure: the test ran past {limit} s (the {self.profile} "
+            "profile's limit, or --timeout). On a busy machine raise it with --timeout=SECONDS "
+            "(pytest-timeout; `conformance ... -- --timeout=SECONDS`) or run fewer workers."
+        )
 
     def _attribute_to_torch(
         self, nodeid: str, item: pytest.Item, report: pytest.TestReport
@@ -220,6 +232,7 @@ class ConformanceSession:
             where=failure.get("where", ""),
             dispatcher_dump=failure.get("dispatcher_dump", ""),
             torch_fault=getattr(report, "conformance_torch_fault", ""),
+            timeout=getattr(report, "conformance_timeout", ""),
         )
 
     def _stale_entries(self) -> list[manifests.KnownFailure]:
@@ -351,6 +364,14 @@ class ConformanceSession:
                 shown = ", ".join(m["nodeid"].split("conformance/", 1)[-1] for m in members[:3])
                 more = f", and {len(members) - 3} more" if len(members) > 3 else ""
                 terminalreporter.write_line(f"         {shown}{more}")
+        timeouts = [r for r in results if r["outcome"] == "timeout"]
+        if timeouts:
+            terminalreporter.write_line(
+                f"timeouts: {len(timeouts)} tests ({timeouts[0]['timeout']})", red=True
+            )
+            shown = ", ".join(t["nodeid"].split("conformance/", 1)[-1] for t in timeouts[:3])
+            more = f", and {len(timeouts) - 3} more" if len(timeouts) > 3 else ""
+            terminalreporter.write_line(f"         {shown}{more}")
         groups = failure_groups(results, self.backend.name)
         if groups:
             failing = sum(len(members) for _, members in groups)
@@ -501,7 +522,15 @@ def _conformance_test_setup(request: pytest.FixtureRequest) -> None:
             accelerator.set_device_index(previous)
 
 
+def _is_timeout(excinfo: pytest.ExceptionInfo) -> bool:
+    """pytest-timeout's failure ("Failed: Timeout >120.0s"), or a fixture's own timeout that
+    says so the same way."""
+    return excinfo.typename == "Failed" and str(excinfo.value).startswith("Timeout")
+
+
 def _outcome(report: pytest.TestReport) -> str | None:
+    if getattr(report, "conformance_timeout", "") and report.failed:
+        return "timeout"
     if report.when == "call" or report.outcome != "passed":
         if getattr(report, "conformance_torch_fault", "") and report.skipped:
             return "torch fault"

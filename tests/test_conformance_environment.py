@@ -176,3 +176,44 @@ def test_the_plugin_module_imports_neither_torch_nor_hypothesis() -> None:
         timeout=60,
     )
     assert completed.stdout.strip() == "[]", completed.stdout + completed.stderr
+
+
+def test_a_timeout_is_reported_as_a_timeout_with_the_option_that_raises_it(tmp_path) -> None:
+    # hang_on_sum: sum on neuron never returns; test_event_timing calls it.
+    markdown = tmp_path / "run.md"
+    completed, run = run_suite(
+        tmp_path,
+        "capabilities",
+        "-p",
+        "mutants.hang_on_sum",
+        "--timeout=3",
+        "-k",
+        "test_event_timing",
+        f"--conformance-markdown={markdown}",
+    )
+    output = completed.stdout[-3000:]
+    assert completed.returncode == 1, output  # it fails the run ...
+    (result,) = run["results"]
+    assert result["outcome"] == "timeout", result  # ... as a timeout, not a verdict
+    assert result["timeout"].startswith("timeout, not a semantic failure: the test ran past 3")
+    assert "--timeout=SECONDS" in result["timeout"]
+    assert "timeouts: 1 tests (timeout, not a semantic failure" in output
+    assert "failures by root cause" not in output
+    text = markdown.read_text()
+    assert "### Timeouts in neuron: 1 tests" in text and "FAIL: 1 timeout" in text
+
+
+def test_the_distributed_launch_fits_inside_the_test_timeout() -> None:
+    from conformance.plugin import PROFILES
+    from conformance.test_distributed import launch_timeout
+
+    class Config:
+        def __init__(self, profile: str, timeout: float | None) -> None:
+            self.options = {"conformance_profile": profile, "timeout": timeout}
+
+        def getoption(self, name: str, default: object = None) -> object:
+            return self.options.get(name, default)
+
+    for profile, (_, limit) in PROFILES.items():
+        assert launch_timeout(Config(profile, None)) < limit
+    assert launch_timeout(Config("quick", 50)) < 50
