@@ -5,8 +5,11 @@ pytest run that asks for the suite."""
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import platform
+import re
 import sys
+import tempfile
 from pathlib import Path
 
 import hypothesis
@@ -168,6 +171,15 @@ class ConformanceSession:
                     self._attribute_to_torch(nodeid, item, report)
         return report
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # On an xdist worker: a crash (a segfault in a kernel) writes its signal and the stack
+        # of the crashing thread where the controller finds it (_crash_failure); after every
+        # configure hook, so that pytest's own faulthandler setup does not replace it.
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is not None:
+            self._crash_log = open(_crash_file(workerinput), "a")  # noqa: SIM115 - until exit
+            faulthandler.enable(file=self._crash_log, all_threads=False)
+
     def _timeout_note(self, item: pytest.Item) -> str:
         """What a timeout is, and the option that raises it."""
         marker = item.get_closest_marker("timeout")
@@ -207,11 +219,13 @@ class ConformanceSession:
             if nodeid is None:
                 return
             self.died_in.add(nodeid)
+            if report.failed:
+                report.conformance_failure = _crash_failure(report)
         outcome = _outcome(report)
         if outcome is None:
             return
         previous = self.results.get(nodeid)
-        if previous is not None and previous.outcome in ("failed", "error"):
+        if previous is not None and previous.outcome in ("failed", "error", "timeout"):
             return  # a passing teardown must not hide a failed call
         detail = ""
         failure = getattr(report, "conformance_failure", None) or {}
@@ -520,6 +534,48 @@ def _conformance_test_setup(request: pytest.FixtureRequest) -> None:
     finally:
         if previous is not None:
             accelerator.set_device_index(previous)
+
+
+def _crash_file(workerinput: dict) -> Path:
+    """Where a worker's fault handler writes (one file per run and worker id, appended: xdist
+    gives the worker that replaces a crashed one the same id)."""
+    name = f"conformance-crash-{workerinput['testrunuid']}-{workerinput['workerid']}.txt"
+    return Path(tempfile.gettempdir()) / name
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line \d+ in (?P<name>\S+)')
+
+
+def _crash_failure(report: pytest.TestReport) -> dict[str, str]:
+    """xdist's report of a worker that died in a test, with the signal and the stack that the
+    worker's fault handler wrote (when it could: a SIGKILL leaves nothing)."""
+    message = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "crashed"
+    node = getattr(report, "node", None)
+    text = ""
+    workerinput = getattr(node, "workerinput", None)
+    if workerinput is not None:
+        try:
+            text = _crash_file(workerinput).read_text(errors="replace")
+        except OSError:
+            text = ""
+    start = text.rfind("Fatal Python error: ")
+    if start < 0:
+        return {
+            "error": f"{message} (no fault handler report: killed, or exited)",
+            "where": "",
+            "detail": str(report.longrepr)[-4000:],
+            "dispatcher_dump": "",
+        }
+    crash = text[start:].split("\nExtension modules:", 1)[0].strip()
+    what = crash.splitlines()[0].removeprefix("Fatal Python error: ").strip()
+    frames = _FRAME.findall(crash)
+    where = f"{Path(frames[0][0]).name}::{frames[0][1]}" if frames else ""
+    return {
+        "error": f"{message} ({what})",
+        "where": where,
+        "detail": f"{crash[:6000]}\n\n--- xdist ---\n{str(report.longrepr)[-2000:]}",
+        "dispatcher_dump": "",
+    }
 
 
 def _is_timeout(excinfo: pytest.ExceptionInfo) -> bool:

@@ -15,6 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from test_conformance_plugin import MANIFESTS, manifest_dir_with, run_suite
 
@@ -217,3 +218,19 @@ def test_the_distributed_launch_fits_inside_the_test_timeout() -> None:
     for profile, (_, limit) in PROFILES.items():
         assert launch_timeout(Config(profile, None)) < limit
     assert launch_timeout(Config("quick", 50)) < 50
+
+
+@pytest.mark.slow  # about 100 s on 2 busy cores: xdist replaces the crashed worker
+def test_a_crash_is_reported_with_its_signal_and_stack(tmp_path) -> None:
+    # crash_on_sum: sum on neuron aborts the interpreter; xdist isolates it in a worker.
+    completed, run = run_suite(
+        tmp_path, "capabilities", "-n", "2", "-p", "mutants.crash_on_sum", "-k", "event_timing"
+    )
+    output = completed.stdout[-3000:]
+    assert completed.returncode == 1, output
+    (result,) = run["results"]
+    assert result["outcome"] in ("failed", "error"), result
+    assert result["error"].endswith("(Aborted)"), result["error"]
+    assert result["where"] == "crash_on_sum.py::_sum", result["where"]
+    assert "Fatal Python error: Aborted" in result["detail"]
+    assert "(Aborted)" in output
