@@ -126,3 +126,12 @@ def test_on_a_torch_with_the_patch_applied_the_test_must_pass(tmp_path) -> None:
     assert outcomes["test_dlpack_device_names_the_backend_device"] == "failed"
     assert outcomes["test_from_dlpack_shares_the_tensor_memory"] == "failed"
     assert outcomes["test_collect_env_reports_the_accelerator"] == "torch fault"
+
+
+def test_a_fault_that_surfaces_as_another_error_is_still_torchs() -> None:
+    # DebugMode's float64 hash raises inside __torch_dispatch__: neuron's user sees x * 2 fail.
+    nodeid = "conformance/test_integration.py::test_debug_mode_tensor_hashes_match_the_cpu"
+    seen = "TypeError: unsupported operand type(s) for *: 'Tensor' and 'int'"
+    fault = torch_faults.find(nodeid, seen)
+    assert fault is not None and fault.patch.startswith("0019-")
+    assert torch_faults.find(nodeid, "RuntimeError: Abs kernel only supports float type") is None
