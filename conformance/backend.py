@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from types import ModuleType
 
 import torch
@@ -24,6 +25,42 @@ def default_backend_name() -> str:
         if current is not None:
             return current.type
     return "cpu"
+
+
+def registered_accelerators() -> list[str]:
+    """The accelerator device types this torch has a backend for here: its PrivateUse1 backend
+    (renamed: "neuron", "openreg") and those of CUDA, XPU, MPS, ... that are available."""
+    names = []
+    privateuse1 = torch._C._get_privateuse1_backend_name()
+    if privateuse1 != "privateuseone" and getattr(torch, privateuse1, None) is not None:
+        names.append(privateuse1)
+    for name in ("cuda", "xpu", "mps", "mtia", "hpu"):
+        module = getattr(torch, name, None)
+        try:
+            if module is not None and module.is_available():
+                names.append(name)
+        except Exception:  # noqa: BLE001, S112 - a broken device module is not available
+            continue
+    return names
+
+
+def check_device_type(name: str) -> None:
+    """Raise RuntimeError naming the registered accelerators (and the likely one meant) if torch
+    knows no device type ``name`` (a typo, or a backend that is not installed or imported)."""
+    try:
+        torch.device(name)
+    except (RuntimeError, TypeError):
+        pass
+    else:
+        return
+    accelerators = registered_accelerators()
+    close = difflib.get_close_matches(name, [*accelerators, "cpu"], n=1, cutoff=0.6)
+    meant = f" Did you mean {close[0]!r}?" if close else ""
+    raise RuntimeError(
+        f"torch has no device type {name!r}: the accelerators registered here are "
+        f"{', '.join(accelerators) or 'none'} (and cpu).{meant} If {name!r} is a backend, install "
+        "it or import its extension (a conftest.py, or -p MODULE) before running the suite."
+    )
 
 
 @dataclasses.dataclass(frozen=True)

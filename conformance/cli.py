@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .plugin import DEFAULT_PROFILE
+
 
 def init(argv: Sequence[str]) -> int:
     """``conformance init NAME``: probe the backend and write NAME.toml for review."""
@@ -28,12 +30,13 @@ def init(argv: Sequence[str]) -> int:
     output = args.output or Path(f"{args.backend}.toml")
     if output.exists() and not args.force:
         parser.error(f"{output} exists; pass --force to overwrite it, or -o another path")
-    from .backend import Backend
+    from .backend import Backend, check_device_type
     from .manifest import Capabilities, Manifest
     from .probes import manifest_text, probe
 
     placeholder = Manifest(args.backend, "", Capabilities(frozenset(), frozenset()), ())
     try:
+        check_device_type(args.backend)
         Backend(args.backend, placeholder).check_usable()
     except RuntimeError as error:
         parser.error(str(error))
@@ -58,7 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--backend", help="cpu, cuda, mps, xpu, neuron, ... (default: current)")
     parser.add_argument("--reference", default="cpu")
-    parser.add_argument("--profile", default="quick", choices=["quick", "default", "thorough"])
+    parser.add_argument(
+        "--profile", default=DEFAULT_PROFILE, choices=["quick", "default", "thorough"]
+    )
     parser.add_argument("--workers", default="2", help="pytest-xdist workers (crash isolation)")
     parser.add_argument("--json", help="write the results as JSON")
     parser.add_argument("--markdown", help="write the Markdown matrix")
@@ -73,19 +78,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="probed: run on the probed capabilities, no manifest needed (labelled "
         "'probed, not declared')",
     )
+    parser.add_argument(
+        "--strict-torch",
+        action="store_true",
+        help="fail on torch's own faults too (conformance/torch_faults.toml); by default they "
+        "are reported apart and leave the run green",
+    )
     args, rest = parser.parse_known_args(argv)
     pytest_args = ["--pyargs", "conformance", "-p", "xdist", "-n", args.workers]
-    pytest_args += ["--reference", args.reference, "--conformance-profile", args.profile]
+    pytest_args += ["--conformance-reference", args.reference]
+    pytest_args += ["--conformance-profile", args.profile]
     for option, value in (
-        ("--backend", args.backend),
+        ("--conformance-backend", args.backend),
         ("--conformance-json", args.json),
         ("--conformance-markdown", args.markdown),
         ("--conformance-label", args.label),
-        ("--manifest-dir", args.manifest_dir),
-        ("--capabilities", args.capabilities),
+        ("--conformance-manifest-dir", args.manifest_dir),
+        ("--conformance-capabilities", args.capabilities),
     ):
         if value:
             pytest_args += [option, value]
+    if args.strict_torch:
+        pytest_args.append("--conformance-strict-torch")
     pytest_args += [arg for arg in rest if arg != "--"]
     os.environ.setdefault("PYTHONHASHSEED", "0")
     return int(pytest.main(pytest_args))

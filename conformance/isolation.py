@@ -49,12 +49,13 @@ def _child_command(request: pytest.FixtureRequest, report: Path) -> list[str]:
     item, config = request.node, request.config
     command = [sys.executable, "-m", "pytest", f"{item.path}::{item.name}", "-q"]
     command += ["-p", "no:cacheprovider", "-p", "no:xdist", "--runxfail"]
-    command += ["--backend", request.getfixturevalue("backend").name]
-    command += ["--reference", request.getfixturevalue("reference").name]
+    command += ["--conformance-backend", request.getfixturevalue("backend").name]
+    command += ["--conformance-reference", request.getfixturevalue("reference").name]
     command += ["--conformance-profile", config.getoption("conformance_profile")]
-    command += [f"--conformance-json={report}"]
-    if config.getoption("manifest_dir"):
-        command += ["--manifest-dir", config.getoption("manifest_dir")]
+    # a failure is a failure in the child: the parent attributes it
+    command += [f"--conformance-json={report}", "--conformance-strict-torch"]
+    if config.getoption("conformance_manifest_dir"):
+        command += ["--conformance-manifest-dir", config.getoption("conformance_manifest_dir")]
     return command + _plugin_arguments(config)
 
 

@@ -145,6 +145,10 @@ def parse(text: str, backend: str, source: str) -> Manifest:
     unknown_tables = set(data) - {"capabilities", "known_failures"}
     if unknown_tables:
         raise ManifestError(f"{source}: unknown section(s) {sorted(unknown_tables)}.")
+    if not isinstance(data.get("capabilities", {}), dict):
+        raise ManifestError(f"{source}: capabilities must be a table ([capabilities]).")
+    if not isinstance(data.get("known_failures", []), list):
+        raise ManifestError(f"{source}: known_failures must be tables ([[known_failures]]).")
     raw = dict(data.get("capabilities", {}))
     unknown = set(raw) - set(CAPABILITY_FLAGS) - {"dtypes", "autocast_dtypes", *OP_LISTS}
     if unknown:
@@ -168,6 +172,13 @@ def parse(text: str, backend: str, source: str) -> Manifest:
             raise ManifestError(f"{source}: capability {flag!r} must be true or false.")
     if "dtypes" not in raw:
         raise ManifestError(f"{source}: [capabilities] must list dtypes.")
+    for field in ("dtypes", "autocast_dtypes"):
+        names = raw.get(field, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ManifestError(
+                f"{source}: capability {field!r} must be a list of dtype names "
+                f'(e.g. ["float32", "bfloat16"]), not {names!r}.'
+            )
     capabilities = Capabilities(
         dtypes=frozenset(_dtype(name, source) for name in raw.pop("dtypes")),
         autocast_dtypes=frozenset(_dtype(name, source) for name in raw.pop("autocast_dtypes", [])),
@@ -176,6 +187,8 @@ def parse(text: str, backend: str, source: str) -> Manifest:
     )
     known = []
     for index, entry in enumerate(data.get("known_failures", [])):
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{source}: known_failures[{index}] must be a table.")
         missing = {"test", "reason", "link"} - set(entry)
         if missing:
             raise ManifestError(
@@ -198,6 +211,12 @@ def parse(text: str, backend: str, source: str) -> Manifest:
                 f"{source}: known_failures[{index}] has unknown field(s) {sorted(unknown_keys)}; "
                 "known: test, reason, link, fixed_by."
             )
+        for field in ("test", "reason", "link"):
+            if not isinstance(entry[field], str) or not entry[field].strip():
+                raise ManifestError(
+                    f"{source}: known_failures[{index}] ({entry.get('test')!r}): {field} must be "
+                    f"a non-empty string, not {entry[field]!r}."
+                )
         known.append(
             KnownFailure(
                 test=entry["test"],
@@ -222,7 +241,7 @@ def load(backend: str, directory: Path | None = None) -> Manifest:
             raise ManifestError(f"--manifest-dir {directory}: not a directory.")
         path = directory / f"{backend}.toml"
         if path.is_file():
-            return parse(path.read_text(), backend, str(path))
+            return parse(_read_text(path), backend, str(path))
     file = resources.files("conformance") / "backends" / f"{backend}.toml"
     if not file.is_file():
         looked = f"{directory}/ nor in " if directory is not None else ""
@@ -232,7 +251,19 @@ def load(backend: str, directory: Path | None = None) -> Manifest:
             "you to review, then pass --manifest-dir with its folder (or run once with "
             "--capabilities=probed)."
         )
-    return parse(file.read_text(), backend, f"conformance/backends/{backend}.toml")
+    return parse(file.read_text(encoding="utf-8"), backend, f"conformance/backends/{backend}.toml")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ManifestError(
+            f"{path}: not UTF-8 text ({error.reason} at byte {error.start}); TOML files are "
+            "UTF-8: save it as UTF-8."
+        ) from error
+    except OSError as error:
+        raise ManifestError(f"{path}: cannot read it: {error.strerror or error}") from error
 
 
 def missing(backend: str, directory: Path | None = None) -> bool:

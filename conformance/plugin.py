@@ -1,73 +1,65 @@
-"""The pytest plugin: options, backend selection, manifests, hypothesis profiles and reports.
+"""The pytest plugin's entry point (``pytest11``): the suite's options, and whether a pytest run
+is a run of the suite.
 
-Registered through the ``pytest11`` entry point, so it is active in every pytest run, but it only
-acts on the tests of the conformance package.
+Every pytest run in an environment that has the suite installed loads this module, so it imports
+neither torch nor hypothesis nor any backend, and its options all start with ``--conformance-``
+(a project's own ``--backend`` option does not clash). A run that asks for the suite
+(``--pyargs conformance``, a path in the package, a folder holding it, or a ``--conformance-*``
+option) starts :mod:`conformance.session`, which does the rest; any other run pays nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import platform
 import tempfile
 from pathlib import Path
 
-import hypothesis
 import pytest
-import torch
-from hypothesis import HealthCheck
 
-from . import manifest as manifests
-from .backend import Backend, default_backend_name, torch_version
-from .patched import applied_patches
-from .report import Result, failure_groups, split_dispatcher_dump, write_json, write_markdown
-
+# name: (max_examples, per-test timeout in seconds); conformance.session applies them.
 PROFILES = {
-    # name: (max_examples, per-test timeout in seconds)
     "quick": (8, 120),
     "default": (40, 300),
     "thorough": (300, 1200),
 }
+# One default for both entry points: `conformance` and `pytest --pyargs conformance`.
+DEFAULT_PROFILE = "quick"
 
-
-def _profile_name(profile: str) -> str:
-    return f"conformance-{profile}"
-
-
-for _name, (_examples, _timeout) in PROFILES.items():
-    hypothesis.settings.register_profile(
-        _profile_name(_name),
-        max_examples=_examples,
-        deadline=None,  # device warm-up makes first calls slow; timeouts guard hangs instead
-        derandomize=False,
-        print_blob=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-    )
+# The options that say "run the suite" by being given (dest: default).
+_SUITE_OPTIONS = (
+    "conformance_backend",
+    "conformance_manifest_dir",
+    "conformance_json",
+    "conformance_markdown",
+    "conformance_label",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "device conformance suite")
     group.addoption(
-        "--backend",
+        "--conformance-backend",
         default=None,
         help="backend to check: cpu, cuda, mps, xpu, neuron or any registered accelerator "
         "(default: the current accelerator, else cpu)",
     )
-    group.addoption("--reference", default="cpu", help="reference backend (default: cpu)")
+    group.addoption(
+        "--conformance-reference", default="cpu", help="reference backend (default: cpu)"
+    )
     group.addoption(
         "--conformance-profile",
         choices=sorted(PROFILES),
-        default="default",
-        help="hypothesis example counts and timeouts (quick is for CI)",
+        default=DEFAULT_PROFILE,
+        help=f"hypothesis example counts and timeouts (default: {DEFAULT_PROFILE}, for CI)",
     )
     group.addoption(
-        "--manifest-dir",
+        "--conformance-manifest-dir",
         default=None,
         help="manifests in this directory add to the packaged ones, and override those of the "
         "same backend",
     )
     group.addoption(
-        "--capabilities",
+        "--conformance-capabilities",
         choices=["declared", "probed"],
         default="declared",
         help="probed: run on capabilities probed now instead of a manifest (no known failures; "
@@ -79,6 +71,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--conformance-label", default=None, help="column name in reports (default: the backend)"
+    )
+    group.addoption(
+        "--conformance-strict-torch",
+        action="store_true",
+        default=False,
+        help="a failure that torch's own CUDA assumptions cause (conformance/torch_faults.toml) "
+        "fails the run too; by default it is reported as a torch fault, apart",
     )
 
 
@@ -150,329 +149,30 @@ def check_report_path(option: str, value: str) -> None:
         )
 
 
-class ConformanceSession:
-    """One run: the backends, the manifest, the results; registered as a pytest plugin."""
-
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        directory = config.getoption("manifest_dir")
-        manifest_dir = Path(directory) if directory else None
-        name = config.getoption("backend") or default_backend_name()
-        reference = config.getoption("reference")
-        self.probed = config.getoption("capabilities") == "probed"
-        if self.probed:
-            from .probes import probe
-
-            try:
-                Backend(name, manifests.load("cpu")).check_usable()
-            except RuntimeError as error:  # nothing to probe: the same usage error as --backend
-                raise pytest.UsageError(str(error)) from error
-            self.backend = Backend(name, probe(name).manifest())
-        else:
-            self.backend = Backend(name, manifests.load(name, manifest_dir))
-        self.reference = Backend(reference, manifests.load(reference, manifest_dir))
-        self.profile = config.getoption("conformance_profile")
-        self.patches = applied_patches()
-        self.label = config.getoption("conformance_label") or name
-        self.results: dict[str, Result] = {}
-        self.stale_known_failures: list[manifests.KnownFailure] = []
-        self.is_worker = hasattr(config, "workerinput")
-        self._ids: dict[str, str] = {}  # pytest's node id -> the stable id, from the reports
-        self.died_in: set[str] = set()  # tests whose xdist worker died in them
-        self.interrupted = False  # Ctrl-C: the results are the ones so far
-        self.stopped_early = False  # -x, --maxfail: the same, on purpose
-
-    def header(self) -> list[str]:
-        seed = self.config.getoption("hypothesis_seed", None)
-        return [
-            f"conformance: backend={self.backend.name} devices={self._device_count()} "
-            f"reference={self.reference.name} torch={torch.__version__} "
-            f"profile={self.profile} seed={seed if seed is not None else 'random'}",
-            f"conformance: torch is {self._torch_state()}",
-            f"conformance: manifest={self.backend.manifest.source} "
-            f"known failures={len(self.backend.manifest.known_failures)}",
-            *(
-                [
-                    "conformance: capabilities PROBED, NOT DECLARED: "
-                    + _describe(self.backend.capabilities)
-                ]
-                if self.probed
-                else []
-            ),
-        ]
-
-    def _torch_state(self) -> str:
-        if not self.patches:
-            return "stock (no device-agnostic patches applied)"
-        return f"patched ({len(self.patches)} patches of the device-agnostic series)"
-
-    def _device_count(self) -> str:
-        try:
-            return str(self.backend.device_count)
-        except Exception as error:  # noqa: BLE001 - the header must not crash the run
-            return f"unavailable ({error})"
-
-    # ---- collection: timeouts, known failures, stale manifest entries ----
-
-    def pytest_collection_modifyitems(
-        self, config: pytest.Config, items: list[pytest.Item]
-    ) -> None:
-        conformance_items = [item for item in items if _is_conformance_item(item)]
-        if not conformance_items:
-            return
-        self.backend.check_usable()
-        # @given reads its settings when the module is imported, and importing
-        # torch.testing._internal (as OpInfo-based areas do) loads PyTorch's own profile: apply
-        # ours to every property-based test explicitly, as @settings above @given would.
-        profile = hypothesis.settings.get_profile(_profile_name(self.profile))
-        hypothesis.settings.load_profile(_profile_name(self.profile))
-        decorated: set[int] = set()  # parametrized items share one function
-        for item in conformance_items:
-            function = getattr(item, "obj", None)
-            if getattr(function, "is_hypothesis_test", False) and id(function) not in decorated:
-                decorated.add(id(function))
-                hypothesis.settings(profile)(function)
-        timeout = PROFILES[self.profile][1]
-        explicit_timeout = config.getoption("timeout", None) is not None  # pytest-timeout's
-        used = set()
-        for item in conformance_items:
-            if not explicit_timeout and item.get_closest_marker("timeout") is None:
-                item.add_marker(pytest.mark.timeout(timeout))
-            known = self.backend.manifest.known_failure(conformance_nodeid(item))
-            if known is not None:
-                used.add(known)
-                if known.fixed_in(self.patches):
-                    continue  # the applied series fixes it: it must pass now
-                reason = f"known failure: {known.reason} ({known.link})"
-                item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
-        # An entry that matches no test is stale: its module is gone, or its module ran (with no
-        # -k/-m filter) and none of its tests matched. Modules left out of this run say nothing.
-        filtered = bool(config.getoption("keyword") or config.getoption("markexpr"))
-        collected_modules = {_module_file(conformance_nodeid(item)) for item in conformance_items}
-        self.stale_known_failures = [
-            entry
-            for entry in self.backend.manifest.known_failures
-            if entry not in used
-            and (
-                not (_PACKAGE / _module_file(entry.test)).exists()
-                or (_module_file(entry.test) in collected_modules and not filtered)
-            )
-        ]
-
-    # ---- results ----
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
-        # The stable id travels on the report: with xdist the controller sees only reports.
-        report = yield
-        nodeid = conformance_nodeid(item)
-        if nodeid is not None:
-            report.conformance_nodeid = nodeid
-            if report.failed and call.excinfo is not None:
-                report.conformance_failure = _failure(call.excinfo, str(report.longrepr))
-        return report
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        nodeid = getattr(report, "conformance_nodeid", None)
-        if nodeid is not None:
-            self._ids[report.nodeid] = nodeid
-        else:
-            # A report without one was made up by xdist for a worker that died in this test
-            # (a crash, or Ctrl-C): after the test's setup report, or from a path under the
-            # rootdir.
-            nodeid = self._ids.get(report.nodeid) or self._id_under_rootdir(report.nodeid)
-            if nodeid is None:
-                return
-            self.died_in.add(nodeid)
-        outcome = _outcome(report)
-        if outcome is None:
-            return
-        previous = self.results.get(nodeid)
-        if previous is not None and previous.outcome in ("failed", "error"):
-            return  # a passing teardown must not hide a failed call
-        detail = ""
-        failure = getattr(report, "conformance_failure", None) or {}
-        if failure:
-            detail = failure["detail"]
-        elif report.failed and report.longrepr is not None:
-            detail = str(report.longrepr)[-4000:]
-        elif hasattr(report, "wasxfail"):
-            detail = report.wasxfail
-        elif report.skipped and isinstance(report.longrepr, tuple):
-            detail = str(report.longrepr[2]).removeprefix("Skipped: ")  # why not applicable
-        self.results[nodeid] = Result(
-            nodeid=nodeid,
-            area=area_of(nodeid),
-            outcome=outcome,
-            detail=detail,
-            error=failure.get("error", ""),
-            where=failure.get("where", ""),
-            dispatcher_dump=failure.get("dispatcher_dump", ""),
-        )
-
-    def _id_under_rootdir(self, nodeid: str) -> str | None:
-        path = (self.config.rootpath / nodeid.split("::", 1)[0]).resolve()
-        if path.parent != _PACKAGE or not path.name.startswith("test_") or "::" not in nodeid:
-            return None
-        return f"{_PACKAGE.name}/{path.name}::{nodeid.split('::', 1)[1]}"
-
-    def run_record(self) -> dict:
-        return {
-            "complete": not (self.interrupted or self.stopped_early),
-            "interrupted": self.interrupted,
-            "label": self.label,
-            "backend": self.backend.name,
-            "reference": self.reference.name,
-            "torch": torch.__version__,
-            "torch_version": list(torch_version()),
-            "python": platform.python_version(),
-            "profile": self.profile,
-            "patches": list(self.patches),
-            # "probed": nobody declared these capabilities (--capabilities=probed)
-            "capabilities": "probed" if self.probed else "declared",
-            "declared_capabilities": _describe(self.backend.capabilities),
-            "stale_known_failures": [dataclasses.asdict(e) for e in self.stale_known_failures],
-            "results": [dataclasses.asdict(r) for r in self.results.values()],
-        }
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if self.is_worker or not self.results:
-            return
-        self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        self.stopped_early = bool(session.shouldfail or session.shouldstop)
-        if self.interrupted:  # Ctrl-C killed the workers in these tests: they did not fail
-            for nodeid in self.died_in:
-                self.results.pop(nodeid, None)
-        if self.stale_known_failures and not self.interrupted:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        run = self.run_record()
-        if self.config.getoption("conformance_json"):
-            write_json(Path(self.config.getoption("conformance_json")), run)
-        if self.config.getoption("conformance_markdown"):
-            write_markdown(Path(self.config.getoption("conformance_markdown")), [run])
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        if self.is_worker or not self.results:
-            return
-        terminalreporter.section("conformance")
-        if self.interrupted or self.stopped_early:
-            why = "the run was interrupted" if self.interrupted else "the run stopped early"
-            terminalreporter.write_line(
-                f"INCOMPLETE: {why}; the report is incomplete, with the results of the "
-                f"{len(self.results)} tests that ran",
-                yellow=True,
-            )
-        for entry in self.stale_known_failures:
-            terminalreporter.write_line(
-                f"STALE MANIFEST ENTRY: {entry.test!r} matches no test "
-                f"({self.backend.manifest.source})",
-                red=True,
-            )
-        counts: dict[str, dict[str, int]] = {}
-        for result in self.results.values():
-            area = counts.setdefault(result.area, {})
-            area[result.outcome] = area.get(result.outcome, 0) + 1
-        if self.probed:
-            terminalreporter.write_line(
-                "capabilities PROBED, NOT DECLARED (no manifest): "
-                + _describe(self.backend.capabilities),
-                yellow=True,
-            )
-        for area in sorted(counts):
-            summary = ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts[area].items()))
-            terminalreporter.write_line(f"{self.label:>10}  {area:<22} {summary}")
-        groups = failure_groups([dataclasses.asdict(r) for r in self.results.values()])
-        if groups:
-            failing = sum(len(members) for _, members in groups)
-            terminalreporter.write_line(
-                f"failures by root cause: {failing} in {len(groups)} causes"
-            )
-            for (_, where), members in groups:
-                error = members[0]["error"] or members[0]["detail"].strip().splitlines()[-1]
-                folded = next((m["dispatcher_dump"] for m in members if m["dispatcher_dump"]), "")
-                note = (
-                    f" [dispatcher dump, {len(folded.splitlines())} lines, folded]"
-                    if folded
-                    else ""
-                )
-                terminalreporter.write_line(
-                    f"  {len(members):>4} x {error}" + (f"  (in {where})" if where else "") + note,
-                    red=True,
-                )
-                shown = ", ".join(m["nodeid"].split("conformance/", 1)[-1] for m in members[:3])
-                more = f", and {len(members) - 3} more" if len(members) > 3 else ""
-                terminalreporter.write_line(f"         {shown}{more}")
-
-
-_SESSION_KEY = pytest.StashKey[ConformanceSession]()
-_ERROR_KEY = pytest.StashKey[str]()  # why there is no session, for a run of the suite
-
-
-def _describe(capabilities: manifests.Capabilities) -> str:
-    dtypes = ",".join(sorted(str(d).removeprefix("torch.") for d in capabilities.dtypes))
-    flags = [flag for flag in manifests.CAPABILITY_FLAGS if getattr(capabilities, flag)]
-    autocast = ",".join(sorted(str(d).removeprefix("torch.") for d in capabilities.autocast_dtypes))
-    return f"dtypes={dtypes} autocast={autocast or '-'} {' '.join(flags) or '(no flags)'}"
-
-
-def _failure(excinfo: pytest.ExceptionInfo, longrepr: str) -> dict[str, str]:
-    """A failure's root cause (first line of the error, the callable that raised it) and its
-    detail: the exception first when the backend (or torch) raised it, not an assertion of the
-    suite, with the dispatcher's kernel listing cut out (reports fold it)."""
-    error = excinfo.value
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:  # hypothesis, several bugs
-        error = error.exceptions[0]
-    message = str(error).strip()
-    message, dump = split_dispatcher_dump(message)
-    first = (message.strip().splitlines() or [""])[0]
-    text, dump_in_repr = split_dispatcher_dump(longrepr)
-    dump = dump or dump_in_repr
-    where = ""
-    traceback = excinfo.traceback
-    if len(traceback):
-        entry = traceback[-1]
-        where = f"{Path(str(entry.path)).name}::{entry.name}"
-    name = type(error).__name__
-    detail = text[-4000:]
-    if not isinstance(error, AssertionError):  # the backend's own exception: it comes first
-        detail = f"{name}: {message.strip()}\n\n--- traceback ---\n{text[-3000:]}"
-    return {
-        "error": f"{name}: {first}"[:300],
-        "where": where,
-        "detail": detail,
-        "dispatcher_dump": dump,
-    }
-
-
-def _session(config: pytest.Config) -> ConformanceSession:
-    return config.stash[_SESSION_KEY]
+_ASKED_KEY = pytest.StashKey[bool]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "requires(capability): the test's expectation depends on a capability"
     )
-    try:
-        state = ConformanceSession(config)
-    except manifests.ManifestError as error:
-        if config.getoption("backend") or _runs_the_suite(config):
-            raise pytest.UsageError(str(error)) from error
-        # Not (visibly) a run of the suite: stay out of the way, unless it collects the suite's
-        # tests (pytest_collection_modifyitems says why they cannot run).
-        config.stash[_ERROR_KEY] = str(error)
+    if not asks_for_the_suite(config):
         return
-    if not state.is_worker:
-        for option in ("conformance_json", "conformance_markdown"):
-            if config.getoption(option):
-                check_report_path("--" + option.replace("_", "-"), config.getoption(option))
-    config.stash[_SESSION_KEY] = state
-    config.pluginmanager.register(state, "conformance-session")
+    config.stash[_ASKED_KEY] = True
+    from . import session  # torch, hypothesis and the backend: only for a run of the suite
+
+    session.start(config)
 
 
-def _runs_the_suite(config: pytest.Config) -> bool:
+def asks_for_the_suite(config: pytest.Config) -> bool:
     """True if the command line names the suite: ``--pyargs conformance[.test_x]`` (what the
-    ``conformance`` command runs), a path inside the package, or a folder that holds it (and is
-    not --ignore'd). pytest-xdist's controller collects nothing, so this is its only check."""
+    ``conformance`` command runs), a path inside the package, a folder that holds it (and is not
+    --ignore'd), or a --conformance-* option. pytest-xdist's controller collects nothing, so this
+    is its only check."""
+    if any(config.getoption(option) for option in _SUITE_OPTIONS):
+        return True
+    if config.getoption("conformance_capabilities") == "probed":
+        return True
     ignored = [Path(p).resolve() for p in (config.getoption("ignore") or [])]
     if any(p == _PACKAGE or p in _PACKAGE.parents for p in ignored):
         return False
@@ -488,64 +188,11 @@ def _runs_the_suite(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The suite's tests collected without a session: every one would need the backend fixture.
-    if _SESSION_KEY not in config.stash and any(_is_conformance_item(i) for i in items):
-        raise pytest.UsageError(config.stash.get(_ERROR_KEY, "no conformance session"))
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    if _SESSION_KEY in config.stash and (config.getoption("backend") or _session(config).probed):
-        return _session(config).header()
-    return []
-
-
-@pytest.fixture(scope="session")
-def backend(request: pytest.FixtureRequest) -> Backend:
-    """The backend under test."""
-    return _session(request.config).backend
-
-
-@pytest.fixture(scope="session")
-def reference(request: pytest.FixtureRequest) -> Backend:
-    """The reference backend (the CPU unless --reference says otherwise)."""
-    return _session(request.config).reference
-
-
-@pytest.fixture(scope="session")
-def device(backend: Backend) -> torch.device:
-    """The backend's first device."""
-    return backend.device(0)
-
-
-@pytest.fixture(autouse=True)
-def _conformance_test_setup(request: pytest.FixtureRequest) -> None:
-    """For conformance tests: our hypothesis profile (PyTorch's test utilities load their own
-    when imported), a fixed torch seed, and the current device restored afterwards."""
-    if not _is_conformance_item(request.node):
-        yield
-        return
-    state = _session(request.config)
-    hypothesis.settings.load_profile(_profile_name(state.profile))
-    torch.manual_seed(0)
-    accelerator = getattr(torch, "accelerator", None)
-    previous = None
-    if not state.backend.is_cpu and accelerator is not None:
-        previous = accelerator.current_device_index()
-    try:
-        yield
-    finally:
-        if previous is not None:
-            accelerator.set_device_index(previous)
-
-
-def _outcome(report: pytest.TestReport) -> str | None:
-    if report.when == "call" or report.outcome != "passed":
-        if hasattr(report, "wasxfail"):
-            return "known" if report.skipped else "failed"  # strict XPASS is a failure
-        if report.skipped:
-            return "not applicable"
-        if report.failed:
-            return "failed" if report.when == "call" else "error"
-        if report.when == "call":
-            return "passed"
-    return None
+    # The suite's tests collected by a run that did not ask for the suite (a conftest's
+    # collection, say): every one would need the backend fixture.
+    if _ASKED_KEY not in config.stash and any(_is_conformance_item(i) for i in items):
+        raise pytest.UsageError(
+            "the conformance suite's tests were collected, but this run does not ask for the "
+            "suite: run `pytest --pyargs conformance --conformance-backend NAME` (or the "
+            "`conformance` command)."
+        )

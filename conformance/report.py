@@ -14,7 +14,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-OUTCOMES = ("passed", "failed", "error", "known", "not applicable")
+# "torch fault": a failure that a CUDA assumption in torch causes (conformance/torch_faults.toml),
+# not the backend's; it does not fail the run unless it was strict about torch. "timeout": a test
+# that ran past its time limit (it fails the run, but says nothing of the semantics).
+OUTCOMES = ("passed", "failed", "error", "timeout", "known", "torch fault", "not applicable")
+FAILING = ("failed", "error", "timeout")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +33,9 @@ class Result:
     error: str = ""  # the first line of the exception, "Type: message"
     where: str = ""  # the callable that raised it, "file.py::function"
     dispatcher_dump: str = ""  # the dispatcher's kernel listing, cut out of an exception
+    # For a failure torch causes: "torch's fault (patch N fixes it): why [file:line; link]".
+    torch_fault: str = ""
+    timeout: str = ""  # for a timeout: what it is, and the option that raises the limit
 
 
 # The dispatcher's "Could not run 'aten::x' with arguments from the 'B' backend" lists every
@@ -61,27 +68,136 @@ _COULD_NOT_RUN = re.compile(
 )
 
 
-def cause(result: dict) -> tuple[str, str]:
-    """A failure's root cause: (first line of the error, failing callable). Dtype names and
-    numbers are masked, so that the same bug in other dtypes, sizes or indices is one cause."""
-    error = _DTYPE.sub("<dtype>", _error(result))
-    return re.sub(r"\b\d+\b", "N", error)[:200], result.get("where", "")
+def cause(
+    result: dict, backend: str = "", parameters: frozenset[str] | None = None
+) -> tuple[str, str]:
+    """A failure's root cause: (its normalised first error line, the frame that matters).
+
+    The message is normalised so that one bug reads as one cause whatever the test's parameters:
+    numbers, dtypes and the backend's device names are masked, and so is every expression that
+    names one of the test's parameter values (the op, the view, the variant: "x.unfold(1, 3, 2)"
+    and "torch.view_as_real(x)" in the same sentence are one shape). The frame is the test that
+    judged (the first frame outside pytest, hypothesis and the suite's helpers) for the suite's
+    own verdicts (an AssertionError, pytest's "DID NOT RAISE"); an exception that torch or the
+    backend raised is its message alone, wherever the test reached it (one missing kernel, one
+    cause). ``parameters``: the parameter values to mask (failure_groups passes those of every
+    failing test, so that "abs" is masked in every message once it names a test's variant);
+    by default the result's own.
+    """
+    nodeid = result.get("nodeid", "")
+    error = _error(result)
+    crashed = _CRASHED.match(error)
+    if crashed:  # xdist's report of a dead worker: one cause per test function
+        return f"worker crashed{crashed.group(1) or ''}", _function(nodeid)
+    if parameters is None:
+        parameters = frozenset(_parameters(nodeid))
+    error = _DTYPE.sub("<dtype>", error)
+    error = _mask_parameters(error, parameters)
+    error = _DEVICE.sub("<device>", error)
+    if backend and backend != "cpu":  # "Unknown device type openreg", "torch_openreg.openreg"
+        error = re.sub(rf"[\w.]*\b{re.escape(backend)}\b", "<device>", error, flags=re.I)
+    error = _NUMBER.sub("N", error)
+    error = re.sub(r"(N)(, N)+", r"\1", error)  # a shape or an index list of any length
+    if not error.startswith(_VERDICTS):
+        return error[:200], ""
+    where = result.get("where", "")
+    if "::_" in where:  # a test module's helper check: what it found, not what led there
+        error = f"{error.split(':', 1)[0]}: ...{re.split(r', yet |; ', error)[-1]}"
+    return error[:200], where
 
 
-_DTYPE = re.compile(r"\b(torch\.)?(float|bfloat|int|uint|complex)\d+\w*\b")
+_VERDICTS = ("AssertionError", "Failed:", "Failed ", "Unexpected success", "Timeout")
+_DTYPE = re.compile(
+    r"\b(torch\.)?(float|bfloat|int|uint|complex)\d+\w*\b"
+    r"|\b(Half|BFloat16|Float|Double|ComplexFloat|ComplexDouble|Long|Int|Short|Byte|Char|Bool)(?=')"
+)
+# Device names: "openreg:0", "cuda:1", "device(type='openreg', index=0)"; the CPU stays.
+_DEVICE = re.compile(r"device\(type='\w+'(, index=\d+)?\)|(?<![\w.])(?!cpu\b)[a-z]\w*:\d+\b")
+_NUMBER = re.compile(r"(?<![\w<])[-+]?(0x[0-9a-fA-F]+|\d+(\.\d+)?([eE][-+]?\d+)?)(?![\w>])")
+
+
+_CRASHED = re.compile(r"worker '\w+' crashed while running '[^']*'(.*)$")
+
+
+def _function(nodeid: str) -> str:
+    """ "test_x.py::test_y" of a node id, without its parameters."""
+    return nodeid.split("[", 1)[0].split("conformance/", 1)[-1]
+
+
+def _parameters(nodeid: str) -> set[str]:
+    """The parameter values in a node id's "[a-b]", whole and one by one."""
+    if not nodeid.endswith("]") or "[" not in nodeid:
+        return set()
+    params = nodeid[nodeid.index("[") + 1 : -1]
+    return {params, *params.split("-")} - {""}
+
+
+def _mask_parameters(error: str, tokens: frozenset[str]) -> str:
+    """``error`` with each expression that names one of the parameter values masked."""
+    for token in sorted(tokens, key=len, reverse=True):
+        if len(token) < 2 or token.isdigit() or token.startswith("<"):
+            continue
+        pattern = (
+            r"(?<![\w<])[\w.]*" + re.escape(token) + r"[\w.]*(\([^()]*\))?(?![\w>])"
+            if re.fullmatch(r"[\w.]+", token)
+            else re.escape(token)
+        )
+        error = re.sub(pattern, "<param>", error, flags=re.IGNORECASE)
+    return error
 
 
 def _error(result: dict) -> str:
     return result.get("error") or (result.get("detail", "").strip().splitlines() or [""])[-1]
 
 
-def failure_groups(results: Sequence[dict]) -> list[tuple[tuple[str, str], list[dict]]]:
-    """Failed and erroring results grouped by cause, the largest group first."""
+def failure_groups(
+    results: Sequence[dict], backend: str = ""
+) -> list[tuple[tuple[str, str], list[dict]]]:
+    """Failed and erroring results grouped by cause (``backend``'s name masked), the largest
+    group first."""
+    failing = [result for result in results if result["outcome"] in ("failed", "error")]
+    parameters = frozenset(p for result in failing for p in _parameters(result["nodeid"]))
     groups: dict[tuple[str, str], list[dict]] = {}
-    for result in results:
-        if result["outcome"] in ("failed", "error"):
-            groups.setdefault(cause(result), []).append(result)
+    for result in failing:
+        groups.setdefault(cause(result, backend, parameters), []).append(result)
     return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def torch_fault_groups(results: Sequence[dict]) -> list[tuple[str, list[dict]]]:
+    """Results that torch's own faults explain, grouped by fault, the largest group first."""
+    groups: dict[str, list[dict]] = {}
+    for result in results:
+        if result.get("torch_fault"):  # by patch: "torch's fault (patch N fixes it): why ..."
+            groups.setdefault(result["torch_fault"].split(": ", 1)[0], []).append(result)
+    return sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+
+
+def timeouts_markdown(run: dict) -> list[str]:
+    """The tests of one run that ran past their time limit."""
+    timeouts = [r for r in run["results"] if r["outcome"] == "timeout"]
+    if not timeouts:
+        return []
+    lines = ["", f"### Timeouts in {run['label']}: {len(timeouts)} tests", ""]
+    lines.append(timeouts[0].get("timeout", "timeout, not a semantic failure"))
+    lines.append("")
+    return lines + [f"- `{_short(r['nodeid'])}`" for r in timeouts]
+
+
+def torch_faults_markdown(run: dict) -> list[str]:
+    """The tests of one run that fail for torch's own faults, by fault."""
+    groups = torch_fault_groups(run["results"])
+    if not groups:
+        return []
+    count = sum(len(members) for _, members in groups)
+    red = "they fail the run (strict)" if run.get("strict_torch") else "not the backend's"
+    lines = ["", f"### Torch's own faults in {run['label']}: {count} tests ({red})", ""]
+    for label, members in groups:
+        lines.append(f"- **{len(members)}** x {label}")
+        lines += [
+            f"  - `{_short(result['nodeid'])}`: {result['torch_fault'].split(': ', 1)[-1]}"
+            for result in members
+        ]
+    return lines
 
 
 def _short(nodeid: str) -> str:
@@ -90,12 +206,13 @@ def _short(nodeid: str) -> str:
 
 def failures_markdown(run: dict) -> list[str]:
     """The failures of one run grouped by cause; each dispatcher dump folded."""
-    groups = failure_groups(run["results"])
+    groups = failure_groups(run["results"], run.get("backend", ""))
     if not groups:
         return []
     count = sum(len(members) for _, members in groups)
     lines = ["", f"### Failures of {run['label']}: {count} in {len(groups)} causes", ""]
-    for (_, where), members in groups:
+    for _, members in groups:
+        where = members[0].get("where", "")
         at = f" in `{where}`" if where else ""
         lines.append(f"- **{len(members)}** x `{_error(members[0])}`{at}")
         for result in members:
@@ -136,7 +253,7 @@ def _cell(counts: dict[str, int]) -> str:
     if not counts:
         return "-"
     parts = [f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o)]
-    mark = "FAIL" if counts.get("failed") or counts.get("error") else "ok"
+    mark = "FAIL" if any(counts.get(o) for o in FAILING) else "ok"
     return f"{mark}: " + ", ".join(parts)
 
 
@@ -159,7 +276,7 @@ def matrix(runs: Sequence[dict]) -> str:
         lines.append(f"| {area} | " + " | ".join(cells) + " |")
     totals = []
     for run in runs:
-        failed = sum(r["outcome"] in ("failed", "error") for r in run["results"])
+        failed = sum(r["outcome"] in FAILING for r in run["results"])
         incomplete = "" if is_complete(run) else ", incomplete"
         totals.append(f"{len(run['results'])} tests, {failed} failing{incomplete}")
     lines.append("| **total** | " + " | ".join(totals) + " |")
@@ -170,10 +287,15 @@ def matrix(runs: Sequence[dict]) -> str:
     ]
     stale = [
         f"- {run['label']}: stale manifest entry `{entry['test']}` matches no test"
+        + (f"; {entry['hint']}" if entry.get("hint") else "")
         for run in runs
         for entry in run.get("stale_known_failures", [])
     ]
-    failures = [line for run in runs for line in failures_markdown(run)]
+    failures = [
+        line
+        for run in runs
+        for line in failures_markdown(run) + timeouts_markdown(run) + torch_faults_markdown(run)
+    ]
     return "\n".join(lines + [""] + details + stale + failures + differences(runs)) + "\n"
 
 

@@ -29,9 +29,10 @@ def test_a_known_crash_runs_in_a_child_and_is_recorded_as_known(tmp_path):
     )
     report = tmp_path / "run.json"
     command = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--backend=neuron",
-        "--conformance-profile=quick", f"--manifest-dir={manifests}",
-        f"--conformance-json={report}", "-p", "mutants.crash_on_sum",
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+        "--conformance-backend=neuron", "--conformance-profile=quick",
+        f"--conformance-manifest-dir={manifests}", f"--conformance-json={report}",
+        "-p", "mutants.crash_on_sum",
         f"{PACKAGE / 'test_operators.py'}::test_opinfo[sum-float32]",
     ]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(TESTS))

@@ -35,7 +35,7 @@ def run_conformance(
         "-q",
         "-p",
         "no:cacheprovider",
-        f"--backend={backend}",
+        f"--conformance-backend={backend}",
         f"--conformance-profile={profile}",
         f"--conformance-json={report}",
         *extra,
@@ -94,7 +94,9 @@ def test_capability_declared_but_missing_is_caught(tmp_path):
         if name == "neuron":
             text = text.replace('dtypes = ["float32",', 'dtypes = ["float64", "float32",', 1)
         (manifest_dir / f"{name}.toml").write_text(text)
-    run = run_conformance(tmp_path, ["capabilities"], [f"--manifest-dir={manifest_dir}"])
+    run = run_conformance(
+        tmp_path, ["capabilities"], [f"--conformance-manifest-dir={manifest_dir}"]
+    )
     caught = failures(run)
     assert any("float64" in r["nodeid"] for r in caught), run["output"]
     assert any("declares dtypes[torch.float64] = true" in r["detail"] for r in caught)

@@ -77,7 +77,7 @@ def _collection(backend: str, profile: str) -> str:
         "-q",
         "-p",
         "no:cacheprovider",
-        f"--backend={backend}",
+        f"--conformance-backend={backend}",
         f"--conformance-profile={profile}",
         "--pyargs",
         "conformance.test_operators",

@@ -279,7 +279,7 @@ def run_conformance_async(tmp_path: Path, targets: list[str]) -> tuple[dict, str
             "-q",
             "-p",
             "no:cacheprovider",
-            "--backend=neuron",
+            "--conformance-backend=neuron",
             "--conformance-profile=quick",
             "--conformance-label=neuron-async",
             f"--conformance-json={report}",
