@@ -1,6 +1,6 @@
 """conformance: check any PyTorch backend against identical semantics.
 
-Run it as ``pytest --pyargs conformance --backend NAME`` (the pytest plugin is registered through
+Run it as ``pytest --pyargs conformance --conformance-backend NAME`` (the pytest plugin is registered through
 the ``pytest11`` entry point) or as ``conformance --backend NAME``. Each ``test_<area>.py`` module
 is one semantic area; each backend has a manifest in ``backends/NAME.toml`` (or in a folder given
 with ``--manifest-dir``) that declares its capabilities and its known failures; ``conformance init
