@@ -104,10 +104,28 @@ InstallHostExecutionAllocator g_install_host_execution_allocator;
 void no_delete(void* /*unused*/) {}
 
 // The host views made for one call: one CPU storage per neuron storage, so
-// that inputs aliasing each other still alias each other on the host.
+// that inputs aliasing each other still alias each other on the host; and one
+// view per neuron tensor, so that a tensor passed twice is one tensor on the
+// host too. CPU kernels tell `torch.mul(x, y, out=x)` from a fresh out= by
+// identity (TensorIterator marks an output that is also an input
+// read-write, and refuses to resize it to the broadcast shape): with two
+// views of x the kernel resized x instead of raising as on the CPU.
 class HostViews {
  public:
   at::Tensor view_of(const at::Tensor& tensor) {
+    const auto* impl = tensor.unsafeGetTensorImpl();
+    for (const auto& seen : tensors_) {
+      if (seen.first == impl) {
+        return seen.second;
+      }
+    }
+    auto view = make_view_of(tensor);
+    tensors_.emplace_back(impl, view);
+    return view;
+  }
+
+ private:
+  at::Tensor make_view_of(const at::Tensor& tensor) {
     auto* device_storage = tensor.storage().unsafeGetStorageImpl();
     c10::Storage host_storage;
     for (const auto& pair : storages_) {
@@ -122,6 +140,7 @@ class HostViews {
     return make_view(tensor, std::move(host_storage));
   }
 
+ public:
   // The neuron storage that `host_storage` stands for, if it is one of ours.
   std::optional<c10::Storage> device_storage_of(const c10::StorageImpl* host_storage) const {
     for (const auto& pair : storages_) {
@@ -162,6 +181,9 @@ class HostViews {
     c10::Storage host;
   };
   c10::SmallVector<StoragePair, 4> storages_;
+  // The views by the neuron TensorImpl they stand for (not owned: the caller's
+  // stack holds it for the call; never dereferenced).
+  c10::SmallVector<std::pair<const c10::TensorImpl*, at::Tensor>, 4> tensors_;
 };
 
 // The dispatch keys of a plain dense CPU tensor made outside inference mode
@@ -1313,6 +1335,11 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // conj_physical_ has only a CompositeExplicitAutograd kernel, which calls
+  // the conj DispatchStub for self's device type: on neuron an internal
+  // assert ("DispatchStub: missing kernel"). Host execution runs that kernel
+  // on a CPU view, where the stub has the CPU's kernel.
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }
