@@ -7,6 +7,8 @@ with eager on neuron, or with the same compile on the CPU where the point is "as
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch._dynamo
@@ -180,3 +182,64 @@ def test_import_torch_does_not_import_inductor(run_python):
     )
     assert done.returncode == 0, done.stderr
     assert "torch._inductor" not in done.stdout, done.stdout
+
+
+# What stock torch lacks and device_agnostic/neuron/stock_torch.py replaces: (module, attribute).
+INDUCTOR_PREDICATES = [
+    ("torch._inductor.ir", "is_cpu"),
+    ("torch._inductor.utils", "get_current_backend"),
+    ("torch._inductor.codegen.common", "get_current_backend"),
+    ("torch._inductor.scheduler", "get_current_backend"),
+    ("torch._inductor.kernel.mm_common", "get_current_backend"),
+]
+
+_COMPILE_AND_CHECK_THE_PREDICATES = """
+    import importlib, torch
+    from torch._inductor import scheduler
+    predicates = {PREDICATES!r}
+    def current():
+        found = {{(m, a): getattr(importlib.import_module(m), a) for m, a in predicates}}
+        found["BaseSchedulerNode.is_cpu"] = scheduler.BaseSchedulerNode.is_cpu
+        return found
+    before = current()
+    f = torch.compile(lambda x, y: (x.sin() * y + 1).sum(-1), dynamic=True)
+    for n in (5, 7):
+        x, y = torch.randn(n, 3, device="neuron"), torch.randn(n, 3, device="neuron")
+        out = f(x, y)
+        assert out.device.type == "neuron"
+        torch.testing.assert_close(out, (x.sin() * y + 1).sum(-1))
+    after = current()
+    replaced = sorted(str(k) for k in before if before[k] is not after[k])
+    from torch._inductor import utils
+    print("PATCHED" if hasattr(utils, "device_uses_cpp_backend") else "STOCK", replaced)
+"""
+
+
+def test_stock_torch_gets_the_inductor_workaround_and_it_compiles(run_python):
+    done = run_python(_COMPILE_AND_CHECK_THE_PREDICATES.format(PREDICATES=INDUCTOR_PREDICATES))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("STOCK"), done.stdout
+    assert "is_cpu" in done.stdout  # the workaround is what makes the compile work here
+
+
+@pytest.mark.slow
+def test_on_patched_torch_no_private_torch_function_is_replaced(run_python, tmp_path):
+    # With the series (patch 0051: a device registered with CppScheduling gets the CPU's rules)
+    # the backend compiles through torch's supported registration alone. The shadow is a patched
+    # copy of the installed torch's Python files (tools.patchqueue shadow), ~50 s to build.
+    from pathlib import Path
+
+    from tools.patchqueue.series import load_series
+    from tools.patchqueue.verify import ensure_patched_shadow, installed_torch
+
+    root = Path(__file__).resolve().parents[1]
+    shadow, _ = ensure_patched_shadow(
+        load_series(root / "patches"), installed_torch(), tmp_path / "patched-torch"
+    )
+    done = run_python(
+        _COMPILE_AND_CHECK_THE_PREDICATES.format(PREDICATES=INDUCTOR_PREDICATES),
+        env={"PYTHONPATH": f"{shadow}{os.pathsep}{root}"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "PATCHED []", done.stdout

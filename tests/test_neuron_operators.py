@@ -376,3 +376,68 @@ def test_a_dequantized_tensor_moves_to_neuron_as_the_error_suggests():
     q = torch.quantize_per_tensor(torch.tensor([0.5, -1.0, 2.0]), 0.5, 0, torch.qint8)
     moved = q.dequantize().to("neuron")
     assert moved.flip(0).cpu().tolist() == [2.0, -1.0, 0.5]
+
+
+BROADCAST_INTO_AN_INPUT = {
+    "mul_out": lambda x, y: torch.mul(x, y, out=x),
+    "add_out": lambda x, y: torch.add(x, y, out=x),
+    "sub_out": lambda x, y: torch.sub(x, y, out=x),
+    "div_out": lambda x, y: torch.div(x, y, out=x),
+    "atan2_out": lambda x, y: torch.atan2(x, y, out=x),
+    "ldexp_": lambda x, y: x.ldexp_(y),
+}
+
+
+@pytest.mark.parametrize("op", BROADCAST_INTO_AN_INPUT.values(), ids=BROADCAST_INTO_AN_INPUT.keys())
+def test_an_out_that_is_an_input_is_refused_a_broadcast_shape_as_on_the_cpu(op):
+    # The CPU kernel refuses to resize an out= that is also an input (TensorIterator marks it
+    # read-write). Host execution used to give the kernel two host views of x, one per argument,
+    # so the out= looked fresh and x silently became (5, 5) on neuron.
+    for device in ("cpu", "neuron"):
+        x = torch.ones(5, 1, device=device)
+        y = torch.full((5, 5), 2.0, device=device)
+        with pytest.raises(RuntimeError, match=r"output with shape \[5, 1\] doesn't match"):
+            op(x, y)
+        assert x.shape == (5, 1), device
+        assert x.device.type == device
+
+
+def test_an_out_that_is_an_input_of_the_result_shape_is_written_in_place():
+    x = torch.arange(4.0, device="neuron")
+    pointer = x.data_ptr()
+    torch.mul(x, x, out=x)
+    assert x.cpu().tolist() == [0.0, 1.0, 4.0, 9.0]
+    assert x.data_ptr() == pointer
+
+
+def test_conj_physical_in_place_on_complex_matches_the_cpu():
+    # conj_physical_ has only a composite kernel that calls the conj DispatchStub for the
+    # tensor's own device type: on neuron an internal assert ("missing kernel for neuron").
+    values = torch.tensor([1 + 2j, -3 - 4j, 0.5j], dtype=torch.complex64)
+    x = values.to("neuron")
+    pointer = x.data_ptr()
+    assert x.conj_physical_() is x
+    assert torch.equal(x.cpu(), values.conj_physical())
+    assert x.data_ptr() == pointer and not x.is_conj()
+    real = torch.arange(3.0, device="neuron")
+    assert torch.equal(real.conj_physical_().cpu(), torch.arange(3.0))
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated:UserWarning")
+@pytest.mark.parametrize(
+    "dtype, name",
+    [
+        (torch.float32, "FloatStorage"),
+        (torch.bfloat16, "BFloat16Storage"),
+        (torch.int64, "LongStorage"),
+    ],
+)
+def test_storage_type_names_the_device_modules_class_as_on_cuda(dtype, name):
+    # CUDA answers torch.cuda.FloatStorage; a device module without the classes made it None.
+    x = torch.zeros(3, dtype=dtype, device="neuron")
+    storage_class = x.storage_type()
+    assert storage_class is getattr(torch.neuron, name)
+    assert isinstance(x.storage(), storage_class)
+    assert not isinstance(x.cpu().storage(), storage_class)
+    made = storage_class(4)
+    assert made.device.type == "neuron" and made.dtype == dtype and made.size() == 4

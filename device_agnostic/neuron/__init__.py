@@ -76,6 +76,7 @@ from .random import (  # noqa: E402
     set_rng_state,
     set_rng_state_all,
 )
+from .storage import storage_classes as _storage_classes  # noqa: E402
 from .streams import (  # noqa: E402
     Event,
     Stream,
@@ -84,6 +85,9 @@ from .streams import (  # noqa: E402
     set_stream,
     stream,
 )
+
+# torch.neuron.FloatStorage, ...: what tensor.storage_type() answers, as torch.cuda's (storage.py).
+globals().update(_storage_classes())
 
 __all__ = [
     "Event",

@@ -52,6 +52,13 @@ without an active exception", exit code 134, after a program that had finished i
 ``run_backward`` stashes its own reference to that context, and after the engine returns waits
 (GIL released, bounded) until the graph task's copy is gone. In caller-thread mode the caller
 drops the graph task itself and the wait is never entered.
+
+Upstream: this is a workaround for a torch limitation, the only replacement of a torch internal
+the backend makes at import (the other, inductor's CPU predicates, is confined to stock torch in
+``stock_torch.py``). It is a C++ engine policy, not a Python hook a series patch could add:
+pytorch/pytorch#192004 (open, "Engine reuses calling thread when the whole graph is on one
+device", after #156188) makes the engine keep a single-device graph on the calling thread, which
+retires this module for neuron once it lands.
 """
 
 from __future__ import annotations

@@ -192,7 +192,10 @@ class _CodegenCacheKey(CustomGraphModulePass):
         pass
 
     def uuid(self) -> bytes:
-        return get_hash_for_files((__file__,))
+        # stock_torch.py changes what inductor generates on stock torch: it enters the key too.
+        return get_hash_for_files(
+            (__file__, os.path.join(os.path.dirname(__file__), "stock_torch.py"))
+        )
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **kwargs: Any) -> Any:
@@ -229,46 +232,28 @@ def register() -> None:
             WrapperFxCodegen,
             device_custom_pass=_CodegenCacheKey(),
         )
-    _treat_neuron_as_cpu_in_inductor()
+    _use_the_cpu_rules_in_inductor()
     # The wrapper's device-side snippets (streams, guards) are the CPU's: kernels run on the
     # calling thread.
     register_device_op_overrides(DEVICE, CpuDeviceOpOverrides())
 
 
-def _treat_neuron_as_cpu_in_inductor() -> None:
-    """Make inductor's "is this the CPU?" questions answer yes for neuron too.
+def _use_the_cpu_rules_in_inductor() -> None:
+    """Give neuron inductor's C++ code-generation rules.
 
-    CppScheduling generates the same code for both devices, but inductor picks the C++ rules
-    (fusion, loop reindexing, dtype propagation of the generated expressions) by asking whether
-    a node's device is "cpu" and which backend the current device uses; for any other device it
-    answers with the GPU/Triton rules, which crash or miscompile C++ kernels. These three
-    predicates are the ones the C++ code generation relies on; they are replaced in every module
-    that imported them by name.
+    inductor picks the C++ rules (fusion, loop reindexing, dtype propagation of the generated
+    expressions) by asking whether a node's device is "cpu" and which backend the device uses;
+    for any other device it answers with the GPU/Triton rules, which crash or miscompile C++
+    kernels. With patch 0051 of the series (``torch._inductor.utils.device_uses_cpp_backend``)
+    registering ``CppScheduling`` for neuron, as :func:`register` does, is the declaration and
+    nothing else is needed. Stock torch lacks it: ``stock_torch`` replaces the predicates.
     """
-    from torch._inductor import ir, scheduler, utils
-    from torch._inductor.codegen import common
-    from torch._inductor.kernel import mm_common
+    from torch._inductor import utils
 
-    def is_cpu(x: Any) -> bool:
-        return ir.get_device_type(x) in ("cpu", DEVICE)
+    if not hasattr(utils, "device_uses_cpp_backend"):
+        from . import stock_torch
 
-    def node_is_cpu(self: scheduler.BaseSchedulerNode) -> bool:
-        device = self.get_device()
-        return device is not None and device.type in ("cpu", DEVICE)
-
-    cuda_rules = utils.get_current_backend
-
-    def get_current_backend(device_type: str | None = None) -> str:
-        if not device_type:
-            from torch._inductor.virtualized import V
-
-            device_type = V.graph.get_current_device_or_throw().type
-        return cuda_rules("cpu" if device_type == DEVICE else device_type)
-
-    ir.is_cpu = is_cpu
-    scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
-    for module in (utils, common, scheduler, mm_common):
-        module.get_current_backend = get_current_backend
+        stock_torch.treat_as_cpu_in_inductor(DEVICE)
 
 
 def _inductor_lookup(name: str) -> Any:

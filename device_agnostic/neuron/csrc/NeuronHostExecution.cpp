@@ -17,22 +17,24 @@
 //      placed elsewhere (a static buffer, say) is copied.
 // Out= and in-place arguments that the kernel resized are moved onto their
 // new storage and metadata.
+//
+// In asynchronous mode (NEURON_LAUNCH_BLOCKING=0) the call is first offered to
+// the deferral policy (try_defer, NeuronAsyncPolicy.cpp), which queues it on
+// the current stream when that is provably safe; otherwise it runs here after
+// the stream's pending work. This file keeps only the host execution itself.
 #include "NeuronHostExecution.h"
+
+#include "NeuronHostCall.h"
 
 #include "NeuronGenerator.h"
 #include "NeuronKinetoPlugin.h"
 #include "NeuronStream.h"
 
 #include <ATen/EmptyTensor.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/core/op_registration/op_registration.h>
 #include <c10/core/CPUAllocator.h>
-#include <c10/core/DefaultDtype.h>
-#include <c10/core/InferenceMode.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -103,66 +105,125 @@ InstallHostExecutionAllocator g_install_host_execution_allocator;
 
 void no_delete(void* /*unused*/) {}
 
-// The host views made for one call: one CPU storage per neuron storage, so
-// that inputs aliasing each other still alias each other on the host.
-class HostViews {
- public:
-  at::Tensor view_of(const at::Tensor& tensor) {
-    auto* device_storage = tensor.storage().unsafeGetStorageImpl();
-    c10::Storage host_storage;
-    for (const auto& pair : storages_) {
-      if (pair.device.unsafeGetStorageImpl() == device_storage) {
-        host_storage = pair.host;
+bool is_optional_tensor_list(const c10::Argument& argument) {
+  const auto& type = argument.type();
+  if (type->kind() != c10::TypeKind::ListType) {
+    return false;
+  }
+  const auto& element = type->containedType(0);
+  return element->kind() == c10::TypeKind::OptionalType &&
+      element->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+      c10::TypeKind::TensorType;
+}
+
+bool is_generator(const c10::Argument& argument) {
+  c10::TypePtr type = argument.type();
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    type = type->castRaw<c10::OptionalType>()->getElementType();
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+} // namespace
+
+OperatorFacts::OperatorFacts(const c10::FunctionSchema& schema) {
+  const auto& name = schema.name();
+  const bool index_op = name == "aten::index" || name == "aten::index_put_" ||
+      name == "aten::index_put" || name == "aten::_index_put_impl_";
+  const auto& schema_arguments = schema.arguments();
+  arguments.resize(schema_arguments.size());
+  for (size_t i = 0; i < schema_arguments.size(); ++i) {
+    const auto& argument = schema_arguments[i];
+    const auto* alias = argument.alias_info();
+    arguments[i].written = alias != nullptr && alias->isWrite();
+    arguments[i].optional_tensor_list = is_optional_tensor_list(argument);
+    arguments[i].generator = is_generator(argument);
+    arguments[i].cpu_index = index_op && argument.name() == "indices";
+  }
+  const auto& schema_returns = schema.returns();
+  returns.resize(schema_returns.size());
+  for (size_t j = 0; j < schema_returns.size(); ++j) {
+    const auto& ret = schema_returns[j];
+    const auto* alias = ret.alias_info();
+    returns[j].tensor = ret.type()->kind() == c10::TypeKind::TensorType;
+    returns[j].aliased = alias != nullptr;
+    returns[j].written = alias != nullptr && alias->isWrite();
+    if (alias == nullptr || !alias->isWrite()) {
+      continue;
+    }
+    for (size_t i = 0; i < schema_arguments.size(); ++i) {
+      const auto* argument_alias = schema_arguments[i].alias_info();
+      if (argument_alias != nullptr && argument_alias->isWrite() &&
+          argument_alias->beforeSets() == alias->beforeSets()) {
+        returns[j].written_argument = static_cast<int>(i);
+        break;
       }
     }
-    if (!host_storage) {
-      host_storage = wrap(device_storage);
-      storages_.push_back({tensor.storage(), host_storage});
-    }
-    return make_view(tensor, std::move(host_storage));
   }
+}
 
-  // The neuron storage that `host_storage` stands for, if it is one of ours.
-  std::optional<c10::Storage> device_storage_of(const c10::StorageImpl* host_storage) const {
-    for (const auto& pair : storages_) {
-      if (pair.host.unsafeGetStorageImpl() == host_storage) {
-        return pair.device;
-      }
+at::Tensor HostViews::view_of(const at::Tensor& tensor) {
+  const auto* impl = tensor.unsafeGetTensorImpl();
+  for (const auto& seen : tensors_) {
+    if (seen.first == impl) {
+      return seen.second;
     }
-    return std::nullopt;
   }
+  auto view = make_view_of(tensor);
+  tensors_.emplace_back(impl, view);
+  return view;
+}
 
-  static c10::Storage wrap(c10::StorageImpl* device_storage) {
-    void* data = device_storage->mutable_data();
-    // Resizable through the host-execution allocator: a kernel that grows an
-    // out= argument gets device memory, which sync_mutated() adopts.
-    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(),
-        c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)),
-        &g_host_execution_allocator, /*resizable=*/true));
-  }
-
-  static at::Tensor make_view(const at::Tensor& like, c10::Storage storage) {
-    auto view = at::detail::make_tensor<c10::TensorImpl>(
-        std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), like.dtype());
-    view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
-                                                      like.storage_offset());
-    if (like.is_conj()) {
-      view._set_conj(true);
+at::Tensor HostViews::make_view_of(const at::Tensor& tensor) {
+  auto* device_storage = tensor.storage().unsafeGetStorageImpl();
+  c10::Storage host_storage;
+  for (const auto& pair : storages_) {
+    if (pair.device.unsafeGetStorageImpl() == device_storage) {
+      host_storage = pair.host;
     }
-    if (like.is_neg()) {
-      view._set_neg(true);
-    }
-    return view;
   }
+  if (!host_storage) {
+    host_storage = wrap(device_storage);
+    storages_.push_back({tensor.storage(), host_storage});
+  }
+  return make_view(tensor, std::move(host_storage));
+}
 
- private:
-  struct StoragePair {
-    c10::Storage device;
-    c10::Storage host;
-  };
-  c10::SmallVector<StoragePair, 4> storages_;
-};
+std::optional<c10::Storage> HostViews::device_storage_of(
+    const c10::StorageImpl* host_storage) const {
+  for (const auto& pair : storages_) {
+    if (pair.host.unsafeGetStorageImpl() == host_storage) {
+      return pair.device;
+    }
+  }
+  return std::nullopt;
+}
+
+c10::Storage HostViews::wrap(c10::StorageImpl* device_storage) {
+  void* data = device_storage->mutable_data();
+  // Resizable through the host-execution allocator: a kernel that grows an
+  // out= argument gets device memory, which sync_mutated() adopts.
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(),
+      c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)),
+      &g_host_execution_allocator, /*resizable=*/true));
+}
+
+at::Tensor HostViews::make_view(const at::Tensor& like, c10::Storage storage) {
+  auto view = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), like.dtype());
+  view.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                    like.storage_offset());
+  if (like.is_conj()) {
+    view._set_conj(true);
+  }
+  if (like.is_neg()) {
+    view._set_neg(true);
+  }
+  return view;
+}
+
+namespace {
 
 // The dispatch keys of a plain dense CPU tensor made outside inference mode
 // (what TensorImpl's constructor gives a CPU storage): backend, autograd,
@@ -228,136 +289,6 @@ at::Tensor device_zero_tensor(const at::Tensor& host, c10::DeviceIndex device) {
   return at::detail::empty_generic(
       host.sizes(), allocator, keys, host.scalar_type(), std::nullopt);
 }
-
-// What host execution reads from an operator's schema on every call,
-// computed once per operator. Deciding these per call cost string compares
-// (the index operators' names), TypePtr copies (atomic reference counts) and
-// alias-info walks for every argument of every operator; the facts never
-// change while the operator is registered.
-struct OperatorFacts {
-  struct Argument {
-    bool written = false;              // alias info with a write: out= or in-place
-    bool optional_tensor_list = false; // Tensor?[] (indices of index/index_put)
-    bool generator = false;            // Generator or Generator?
-    bool cpu_index = false;            // "indices" of an index operator: CPU tensors allowed
-  };
-  struct Return {
-    bool tensor = false;       // of type Tensor
-    bool aliased = false;      // has alias info (a view, or an in-place/out= result)
-    bool written = false;      // the alias info writes: the result is an argument
-    int written_argument = -1; // the first argument written under the same alias set
-  };
-  c10::SmallVector<Argument, 8> arguments;
-  c10::SmallVector<Return, 2> returns;
-
-  // Asynchronous mode trusts an operator's Meta kernel per argument signature
-  // (dtypes and number kinds) only once a synchronous call of that signature
-  // returned what the Meta kernel predicted: some Meta kernels give a result
-  // dtype the CPU kernel does not (native_layer_norm's float16 mean and rstd
-  // are Float on Meta, Half on the CPU), and a deferred call cannot change the
-  // dtype of a result it already returned.
-  enum class MetaTrust : uint8_t { kUnchecked, kTrusted, kDistrusted };
-  MetaTrust meta_trust(const std::string& signature) const {
-    std::lock_guard<std::mutex> lock(trust_mutex);
-    auto it = trust.find(signature);
-    return it == trust.end() ? MetaTrust::kUnchecked : it->second;
-  }
-  void set_meta_trust(const std::string& signature, MetaTrust value) const {
-    std::lock_guard<std::mutex> lock(trust_mutex);
-    trust[signature] = value;
-  }
-  mutable std::mutex trust_mutex;
-  mutable std::unordered_map<std::string, MetaTrust> trust;
-
-  // What the Meta kernel predicted for one result.
-  struct Prediction {
-    bool tensor = false;  // a Tensor (else the call is not deferred)
-    bool defined = false;
-    c10::ScalarType dtype = c10::ScalarType::Undefined;
-    c10::Layout layout = c10::kStrided;
-    std::vector<int64_t> sizes;
-    std::vector<int64_t> strides;
-    int64_t storage_offset = 0;
-  };
-  using Predictions = std::vector<Prediction>;
-
-  // The Meta kernel's predictions for a trusted signature, by the arguments'
-  // full metadata and values (OperatorCall::prediction_key). Asking it again
-  // costs far more than the call it describes: many Meta kernels are Python
-  // (torch._refs: `z * 0.5 + y` on 1e3 elements took 0.5 ms of Python, about
-  // 250 us per operator, seen with cProfile), where this is a lookup.
-  // A Meta kernel is a function of that key (sizes, strides, dtypes, values
-  // of non-tensor arguments, the default dtype), so the cached answer is the
-  // answer. Bounded per operator: a loop over ever new shapes asks each time.
-  std::optional<Predictions> cached_prediction(const std::string& key) const {
-    std::lock_guard<std::mutex> lock(trust_mutex);
-    auto it = predictions.find(key);
-    return it == predictions.end() ? std::nullopt : std::optional<Predictions>(it->second);
-  }
-  void cache_prediction(const std::string& key, const Predictions& value) const {
-    std::lock_guard<std::mutex> lock(trust_mutex);
-    if (predictions.size() < kMaxCachedPredictions) {
-      predictions.emplace(key, value);
-    }
-  }
-  static constexpr size_t kMaxCachedPredictions = 256;
-  mutable std::unordered_map<std::string, Predictions> predictions;
-
-  explicit OperatorFacts(const c10::FunctionSchema& schema) {
-    const auto& name = schema.name();
-    const bool index_op = name == "aten::index" || name == "aten::index_put_" ||
-        name == "aten::index_put" || name == "aten::_index_put_impl_";
-    const auto& schema_arguments = schema.arguments();
-    arguments.resize(schema_arguments.size());
-    for (size_t i = 0; i < schema_arguments.size(); ++i) {
-      const auto& argument = schema_arguments[i];
-      const auto* alias = argument.alias_info();
-      arguments[i].written = alias != nullptr && alias->isWrite();
-      arguments[i].optional_tensor_list = is_optional_tensor_list(argument);
-      arguments[i].generator = is_generator(argument);
-      arguments[i].cpu_index = index_op && argument.name() == "indices";
-    }
-    const auto& schema_returns = schema.returns();
-    returns.resize(schema_returns.size());
-    for (size_t j = 0; j < schema_returns.size(); ++j) {
-      const auto& ret = schema_returns[j];
-      const auto* alias = ret.alias_info();
-      returns[j].tensor = ret.type()->kind() == c10::TypeKind::TensorType;
-      returns[j].aliased = alias != nullptr;
-      returns[j].written = alias != nullptr && alias->isWrite();
-      if (alias == nullptr || !alias->isWrite()) {
-        continue;
-      }
-      for (size_t i = 0; i < schema_arguments.size(); ++i) {
-        const auto* argument_alias = schema_arguments[i].alias_info();
-        if (argument_alias != nullptr && argument_alias->isWrite() &&
-            argument_alias->beforeSets() == alias->beforeSets()) {
-          returns[j].written_argument = static_cast<int>(i);
-          break;
-        }
-      }
-    }
-  }
-
-  static bool is_optional_tensor_list(const c10::Argument& argument) {
-    const auto& type = argument.type();
-    if (type->kind() != c10::TypeKind::ListType) {
-      return false;
-    }
-    const auto& element = type->containedType(0);
-    return element->kind() == c10::TypeKind::OptionalType &&
-        element->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-        c10::TypeKind::TensorType;
-  }
-
-  static bool is_generator(const c10::Argument& argument) {
-    c10::TypePtr type = argument.type();
-    if (type->kind() == c10::TypeKind::OptionalType) {
-      type = type->castRaw<c10::OptionalType>()->getElementType();
-    }
-    return type->kind() == c10::TypeKind::GeneratorType;
-  }
-};
 
 // The facts of every operator host execution has run, keyed by the address
 // of the operator's schema, which is stable while the operator is registered.
@@ -474,8 +405,12 @@ class HostExecution {
         "' is not implemented for neuron: it has no CPU kernel to execute on "
         "device memory. Move the inputs to the CPU for this operation, or "
         "register a neuron kernel for it.");
+    PendingMetaCheck meta_check;
     if (async_enabled()) {
-      if (try_enqueue()) {
+      // The deferral policy is the asynchronous mode's (NeuronAsyncPolicy.cpp).
+      const auto to_host = [this] { to_host_arguments(); };
+      HostCall call{op_, facts_, stack_, first_, device_, views_, to_host};
+      if (try_defer(call, meta_check)) {
         return;
       }
       // Not provably safe to defer: run here, after the stream's work.
@@ -488,9 +423,7 @@ class HostExecution {
     }
     sync_mutated();
     to_device_results();
-    if (!predicted_.empty()) {
-      check_the_meta_prediction();
-    }
+    meta_check.after_synchronous_run(stack_, first_);
   }
 
  private:
@@ -721,451 +654,6 @@ class HostExecution {
     }
   }
 
-  // Asynchronous mode (NeuronAsync.cpp). An operator is deferred to the
-  // current stream's worker only when its results' metadata is known without
-  // running it: every tensor argument is a plain neuron tensor or a Python
-  // number (no other CPU tensors, lists, generators, device arguments or conj/neg bits), every
-  // return is a tensor that is either new or an in-place/out= argument (no
-  // views), and its Meta kernel computes the results' sizes, strides and
-  // dtypes without resizing any in-place/out= argument. New results are
-  // allocated here, on the issuing thread; the worker runs the CPU kernel on
-  // host views and copies each new result into its preallocated tensor. The
-  // closure holds the host views and the device storages (never a neuron
-  // TensorImpl, which may own a Python object), so memory stays alive until
-  // the work ran. Anything else returns false and runs synchronously.
-  bool try_enqueue() {
-    const auto& arguments = schema_.arguments();
-    const auto& returns = schema_.returns();
-    bool any_tensor = false;
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& value = stack_[first_ + i];
-      if (value.isTensor()) {
-        const auto& tensor = value.toTensor();
-        if (!tensor.defined() || (tensor.is_cpu() && tensor.unsafeGetTensorImpl()->is_wrapped_number())) {
-          continue; // a Python number: a fresh CPU scalar that nothing else sees
-        }
-        if (tensor.device().type() != kDeviceType || tensor.is_conj() || tensor.is_neg() ||
-            tensor.layout() != c10::kStrided || !tensor.has_storage()) {
-          return false;
-        }
-        any_tensor = true;
-      } else if (value.isTensorList() || facts_.arguments[i].optional_tensor_list ||
-                 (value.isList() && holds_tensor(value)) || value.isDevice() ||
-                 value.isGenerator() || facts_.arguments[i].generator ||
-                 value.isObject() || value.isCapsule()) {
-        return false;
-      } else if (value.isInt() && arguments[i].real_type()->kind() == c10::TypeKind::ScalarTypeType &&
-                 c10::isQIntType(static_cast<c10::ScalarType>(value.toInt()))) {
-        return false; // quantize_per_tensor's Meta kernel claims a float result: run it here
-      }
-    }
-    if (!any_tensor || !checks_are_in_the_meta_kernel(arguments)) {
-      return false;
-    }
-    for (size_t j = 0; j < returns.size(); ++j) {
-      const auto& ret = facts_.returns[j];
-      if (!ret.tensor) {
-        return false;
-      }
-      if (ret.aliased && (!ret.written || written_argument(j) < 0)) {
-        return false;
-      }
-    }
-    // A signature whose Meta kernel once predicted wrongly runs synchronously,
-    // without asking the Meta kernel again.
-    const std::string signature = argument_signature();
-    const auto trust = facts_.meta_trust(signature);
-    if (trust == OperatorFacts::MetaTrust::kDistrusted) {
-      return false;
-    }
-    const auto predictions = predict_results(trust);
-    if (!predictions || predictions->size() != returns.size()) {
-      return false; // no Meta kernel, or data-dependent: run synchronously
-    }
-    for (const auto& prediction : *predictions) {
-      if (!prediction.tensor) {
-        return false;
-      }
-    }
-    if (trust == OperatorFacts::MetaTrust::kUnchecked) {
-      // Run this call synchronously and compare its results with the prediction.
-      predicted_.clear();
-      for (const auto& prediction : *predictions) {
-        predicted_.emplace_back(prediction.defined ? prediction.dtype : c10::ScalarType::Undefined,
-                                prediction.defined ? prediction.sizes : std::vector<int64_t>{});
-      }
-      signature_ = signature;
-      return false;
-    }
-    std::vector<at::Tensor> results(returns.size());
-    for (size_t j = 0; j < returns.size(); ++j) {
-      const auto& prediction = (*predictions)[j];
-      if (!prediction.defined || prediction.layout != c10::kStrided ||
-          !is_supported_dtype(prediction.dtype)) {
-        return false;
-      }
-      if (facts_.returns[j].aliased) {
-        const auto& original = stack_[first_ + written_argument(j)].toTensor();
-        if (c10::IntArrayRef(prediction.sizes) != original.sizes() ||
-            c10::IntArrayRef(prediction.strides) != original.strides() ||
-            prediction.storage_offset != original.storage_offset() ||
-            prediction.dtype != original.scalar_type()) {
-          return false; // the kernel would resize it: run synchronously
-        }
-        results[j] = original;
-      }
-    }
-    for (size_t j = 0; j < returns.size(); ++j) {
-      if (!results[j].defined()) {
-        const auto& prediction = (*predictions)[j];
-        results[j] = at::empty_strided(
-            prediction.sizes, prediction.strides,
-            at::TensorOptions().dtype(prediction.dtype).device(kDeviceType, device_));
-      }
-    }
-    // Host views of the arguments and of the new results, for the worker.
-    to_host_arguments();
-    auto work = std::make_shared<DeferredKernel>();
-    work->op = op_;
-    work->device = device_;
-    work->inference_mode = c10::InferenceMode::is_enabled();
-    work->stack.assign(stack_.begin() + static_cast<std::ptrdiff_t>(first_), stack_.end());
-    for (size_t j = 0; j < returns.size(); ++j) {
-      if (!facts_.returns[j].aliased) {
-        work->outputs.push_back(views_.view_of(results[j]));
-      } else {
-        work->outputs.emplace_back(); // written in place by the kernel
-      }
-    }
-    work->views = std::move(views_);
-    enqueue_on_stream(current_stream(device_), [work] { work->run(); });
-    torch::jit::drop(stack_, arguments.size());
-    for (auto& result : results) {
-      stack_.emplace_back(std::move(result));
-    }
-    return true;
-  }
-
-  // The results' metadata this call will have, from the cache of a trusted
-  // signature or from the Meta kernel on meta twins of the arguments; nullopt
-  // if the Meta kernel raises (none, or data-dependent).
-  std::optional<OperatorFacts::Predictions> predict_results(OperatorFacts::MetaTrust trust) const {
-    std::optional<std::string> key;
-    if (trust == OperatorFacts::MetaTrust::kTrusted) {
-      key = prediction_key();
-      if (key) {
-        if (auto cached = facts_.cached_prediction(*key)) {
-          return cached;
-        }
-      }
-    }
-    torch::jit::Stack meta_stack(stack_.begin() + static_cast<std::ptrdiff_t>(first_),
-                                 stack_.end());
-    for (auto& value : meta_stack) {
-      if (value.isTensor() && value.toTensor().defined() &&
-          value.toTensor().device().type() == kDeviceType) {
-        value = meta_twin(value.toTensor());
-      }
-    }
-    try {
-      op_.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
-    OperatorFacts::Predictions predictions(meta_stack.size());
-    for (size_t j = 0; j < meta_stack.size(); ++j) {
-      auto& prediction = predictions[j];
-      prediction.tensor = meta_stack[j].isTensor();
-      if (!prediction.tensor || !meta_stack[j].toTensor().defined()) {
-        continue;
-      }
-      const auto& meta = meta_stack[j].toTensor();
-      prediction.defined = true;
-      prediction.dtype = meta.scalar_type();
-      prediction.layout = meta.layout();
-      if (meta.layout() == c10::kStrided) {
-        prediction.sizes = meta.sizes().vec();
-        prediction.strides = meta.strides().vec();
-        prediction.storage_offset = meta.storage_offset();
-      }
-    }
-    if (key) {
-      facts_.cache_prediction(*key, predictions);
-    }
-    return predictions;
-  }
-
-  // Everything a Meta kernel's answer can depend on: per argument, a neuron
-  // tensor's dtype, sizes, strides, offset and storage size, a Python
-  // number's dtype and value, the value of every other argument; and the
-  // default dtype (integer true division's result). nullopt for an argument
-  // kind it does not know: such calls ask the Meta kernel every time.
-  std::optional<std::string> prediction_key() const {
-    std::string key;
-    key.reserve(64);
-    const auto append = [&key](const auto& value) {
-      key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-    };
-    const auto append_ints = [&](c10::IntArrayRef values) {
-      append(values.size());
-      for (const int64_t value : values) {
-        append(value);
-      }
-    };
-    append(c10::typeMetaToScalarType(c10::get_default_dtype()));
-    const auto& arguments = schema_.arguments();
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& value = stack_[first_ + i];
-      if (value.isTensor()) {
-        const auto& tensor = value.toTensor();
-        if (!tensor.defined()) {
-          key += 'u';
-        } else if (tensor.is_cpu()) { // a Python number (try_enqueue admits no other)
-          key += 'w';
-          append(tensor.scalar_type());
-          key.append(static_cast<const char*>(tensor.const_data_ptr()), tensor.dtype().itemsize());
-        } else {
-          key += 't';
-          append(tensor.scalar_type());
-          append_ints(tensor.sizes());
-          append_ints(tensor.strides());
-          append(tensor.storage_offset());
-          append(tensor.storage().nbytes());
-        }
-      } else if (value.isNone()) {
-        key += 'n';
-      } else if (value.isDouble()) {
-        key += 'd';
-        append(value.toDouble());
-      } else if (value.isInt()) {
-        key += 'i';
-        append(value.toInt());
-      } else if (value.isBool()) {
-        key += 'b';
-        append(value.toBool());
-      } else if (value.isComplexDouble()) {
-        key += 'c';
-        append(value.toComplexDouble());
-      } else if (value.isString()) {
-        key += 's';
-        const auto& text = value.toStringRef();
-        append(text.size());
-        key += text;
-      } else if (value.isIntList()) {
-        key += 'I';
-        append_ints(value.toIntList().vec());
-      } else if (value.isDoubleList()) {
-        key += 'D';
-        const auto values = value.toDoubleList().vec();
-        append(values.size());
-        for (const double element : values) {
-          append(element);
-        }
-      } else if (value.isBoolList()) {
-        key += 'B';
-        const auto values = value.toBoolList().vec();
-        append(values.size());
-        for (const bool element : values) {
-          append(element);
-        }
-      } else {
-        return std::nullopt;
-      }
-    }
-    return key;
-  }
-
-  // The key of OperatorFacts::meta_trust: per argument, a tensor's dtype, a
-  // number's kind, a dtype argument's value, or nothing for anything else.
-  std::string argument_signature() const {
-    const auto& arguments = schema_.arguments();
-    std::string signature;
-    signature.reserve(2 * arguments.size());
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& value = stack_[first_ + i];
-      if (value.isTensor()) {
-        const auto& tensor = value.toTensor();
-        signature += !tensor.defined() ? '-' : tensor.is_cpu() ? 'w' : 't';
-        signature += static_cast<char>(tensor.defined() ? static_cast<int>(tensor.scalar_type()) : 0);
-      } else if (value.isDouble()) {
-        signature += "d.";
-      } else if (value.isComplexDouble()) {
-        signature += "c.";
-      } else if (value.isBool()) {
-        signature += "b.";
-      } else if (value.isInt() &&
-                 arguments[i].real_type()->kind() == c10::TypeKind::ScalarTypeType) {
-        signature += 's';
-        signature += static_cast<char>(value.toInt());
-      } else if (value.isInt()) {
-        signature += "i.";
-      } else {
-        signature += "..";
-      }
-    }
-    return signature;
-  }
-
-  // After the synchronous run of a call whose signature was unchecked: trust
-  // the Meta kernel for that signature if the results match its prediction.
-  void check_the_meta_prediction() {
-    bool matches = stack_.size() == first_ + predicted_.size();
-    for (size_t j = 0; matches && j < predicted_.size(); ++j) {
-      const auto& value = stack_[first_ + j];
-      const auto& [dtype, sizes] = predicted_[j];
-      if (!value.isTensor() || !value.toTensor().defined()) {
-        matches = dtype == c10::ScalarType::Undefined;
-        continue;
-      }
-      const auto& result = value.toTensor();
-      matches = result.scalar_type() == dtype && result.sizes().vec() == sizes;
-    }
-    facts_.set_meta_trust(signature_, matches ? OperatorFacts::MetaTrust::kTrusted
-                                              : OperatorFacts::MetaTrust::kDistrusted);
-  }
-
-  // Checks some CPU kernels make that their Meta kernels do not (bool
-  // subtraction, a cast to a lower category in place, writes to internally
-  // overlapping memory) must raise at the call: such calls run synchronously.
-  // Deferred calls have one dtype among their neuron tensors, not bool, and
-  // Python numbers (not bool) of no higher category; no argument written is
-  // overlapping.
-  bool checks_are_in_the_meta_kernel(const std::vector<c10::Argument>& arguments) const {
-    std::optional<c10::ScalarType> dtype;
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& value = stack_[first_ + i];
-      if (!value.isTensor() || !value.toTensor().defined() ||
-          value.toTensor().device().type() != kDeviceType) {
-        continue;
-      }
-      const auto& tensor = value.toTensor();
-      if (tensor.scalar_type() == c10::kBool || (dtype && *dtype != tensor.scalar_type())) {
-        return false;
-      }
-      dtype = tensor.scalar_type();
-      if (facts_.arguments[i].written &&
-          (at::has_internal_overlap(tensor) != at::MemOverlap::No || overlaps_another(i))) {
-        return false;
-      }
-    }
-    const auto category = [](c10::ScalarType type) {
-      return c10::isComplexType(type) ? 3 : c10::isFloatingType(type) ? 2
-                                          : type == c10::kBool       ? 0
-                                                                     : 1;
-    };
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto& value = stack_[first_ + i];
-      if (value.isTensor() && value.toTensor().defined() && value.toTensor().is_cpu() &&
-          (!dtype || value.toTensor().scalar_type() == c10::kBool ||
-           category(value.toTensor().scalar_type()) > category(*dtype))) {
-        return false;
-      }
-      if (value.isScalar() && (value.isBool() || (dtype && category(value.toScalar().type()) >
-                                                                category(*dtype)))) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // Whether the written argument `written` partly overlaps another neuron
-  // tensor argument (`x[1:].add_(x[:-1])`): the CPU kernel refuses that, so
-  // the call must run here, where the error reaches the caller. The same
-  // memory exactly (`x.add_(x)`) is fine.
-  bool overlaps_another(size_t written) const {
-    const auto& target = stack_[first_ + written].toTensor();
-    for (size_t k = first_; k < stack_.size(); ++k) {
-      const auto& value = stack_[k];
-      if (k == first_ + written || !value.isTensor() || !value.toTensor().defined() ||
-          value.toTensor().device().type() != kDeviceType) {
-        continue;
-      }
-      const auto status = at::get_overlap_status(target, value.toTensor());
-      if (status == at::MemOverlapStatus::Partial || status == at::MemOverlapStatus::TooHard) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  static bool holds_tensor(const c10::IValue& list) {
-    for (const c10::IValue element : list.toListRef()) {
-      if (!element.isInt() && !element.isDouble() && !element.isBool() && !element.isNone()) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // The tensor argument that return `j` (a write alias) refers to, or -1.
-  int written_argument(size_t j) const {
-    const int candidate = facts_.returns[j].written_argument;
-    if (candidate >= 0 && stack_[first_ + static_cast<size_t>(candidate)].isTensor()) {
-      return candidate;
-    }
-    // The first argument of that alias set is not a tensor (a list): search the others.
-    const auto* alias = schema_.returns()[j].alias_info();
-    if (alias == nullptr) {
-      return -1;
-    }
-    const auto& arguments = schema_.arguments();
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      const auto* argument_alias = arguments[i].alias_info();
-      if (argument_alias != nullptr && argument_alias->isWrite() &&
-          argument_alias->beforeSets() == alias->beforeSets() &&
-          stack_[first_ + i].isTensor()) {
-        return static_cast<int>(i);
-      }
-    }
-    return -1;
-  }
-
-  static at::Tensor meta_twin(const at::Tensor& tensor) {
-    const auto itemsize = static_cast<int64_t>(tensor.dtype().itemsize());
-    const auto elements = static_cast<int64_t>(tensor.storage().nbytes()) / itemsize;
-    auto base = at::empty({elements}, at::TensorOptions().dtype(tensor.scalar_type())
-                                          .device(c10::DeviceType::Meta));
-    return base.as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
-  }
-
-  // One deferred kernel: the CPU kernel's boxed arguments (host views), the
-  // host views of the new results, and the device storages behind them all.
-  struct DeferredKernel {
-    std::optional<c10::OperatorHandle> op;
-    c10::DeviceIndex device = -1;
-    torch::jit::Stack stack;
-    std::vector<at::Tensor> outputs;
-    HostViews views;
-    // The issuing thread's inference mode: its results (and their host views)
-    // are inference tensors, which only inference mode may write.
-    bool inference_mode = false;
-
-    void run() {
-      std::optional<c10::InferenceMode> inference;
-      if (inference_mode) {
-        inference.emplace();
-      }
-      HostExecutionScope scope(device);
-      op->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &stack);
-      for (size_t j = 0; j < outputs.size() && j < stack.size(); ++j) {
-        if (outputs[j].defined()) {
-          // copy_ would broadcast or cast silently where a Meta kernel disagrees
-          // with the CPU kernel: fail loudly instead (at the next synchronization).
-          const auto& result = stack[j].toTensor();
-          TORCH_CHECK(result.sizes() == outputs[j].sizes() &&
-                          result.scalar_type() == outputs[j].scalar_type(),
-                      "neuron asynchronous mode: the Meta kernel of '", op->schema().operator_name(),
-                      "' predicted a ", outputs[j].scalar_type(), " result of size ",
-                      outputs[j].sizes(), " but its CPU kernel returned a ", result.scalar_type(),
-                      " of size ", result.sizes(), ". Please report it; run with "
-                      "NEURON_LAUNCH_BLOCKING=1 meanwhile.");
-          outputs[j].copy_(result);
-        }
-      }
-      stack.clear();
-    }
-  };
-
   at::Tensor original_of(const at::Tensor& host) {
     for (auto& [tensor, view] : mutated_) {
       if (view.unsafeGetTensorImpl() == host.unsafeGetTensorImpl()) {
@@ -1183,11 +671,7 @@ class HostExecution {
   c10::DeviceIndex device_ = -1;
   HostViews views_;
   c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 2> mutated_;
-  // An unchecked signature's Meta prediction, checked after the synchronous run.
-  std::vector<std::pair<c10::ScalarType, std::vector<int64_t>>> predicted_;
-  std::string signature_;
 };
-
 
 // Factories of quantized neuron tensors (torch.empty(..., dtype=torch.qint8,
 // device="neuron"), torch._empty_affine_quantized, ...) dispatch to
@@ -1313,6 +797,11 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // conj_physical_ has only a CompositeExplicitAutograd kernel, which calls
+  // the conj DispatchStub for self's device type: on neuron an internal
+  // assert ("DispatchStub: missing kernel"). Host execution runs that kernel
+  // on a CPU view, where the stub has the CPU's kernel.
+  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }

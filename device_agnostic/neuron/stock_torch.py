@@ -1,0 +1,61 @@
+"""The one place where the backend replaces private torch functions, for stock torch only.
+
+Each workaround here names what retires it. Nothing in this module runs on a torch that carries
+the fix: the caller checks for the supported way first.
+
+- ``treat_as_cpu_in_inductor``: retired by patch
+  ``0051-inductor-cpp-scheduling-device-cpu-rules.patch`` of the series (a device that registers
+  ``CppScheduling`` gets the CPU's code-generation rules; ``torch._inductor.utils`` then has
+  ``device_uses_cpp_backend``). ``compile.py`` calls it only when that name is missing.
+
+The autograd engine swap (``autograd.py``, backward on the calling thread) is the other
+replacement of a torch internal (``Variable._execution_engine``); it stays in its own module
+because it is not a missing Python hook but a C++ engine policy, which upstream's open
+pytorch/pytorch#192004 ("Engine reuses calling thread when the whole graph is on one device")
+would make the default, retiring it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RETIRED_BY = "0051-inductor-cpp-scheduling-device-cpu-rules.patch"
+
+
+def treat_as_cpu_in_inductor(device_type: str) -> None:
+    """Make inductor's "is this the CPU?" questions answer yes for ``device_type`` too.
+
+    CppScheduling generates the same code for the CPU and a host-memory device, but stock
+    inductor picks the C++ rules (fusion, loop reindexing, dtype propagation) by asking whether
+    a node's device is "cpu" (``ir.is_cpu``, ``BaseSchedulerNode.is_cpu``) and which backend
+    the current device uses (``utils.get_current_backend``, "triton" for a device it does not
+    know): with the GPU rules the scheduler crashes on CPU-shaped loops and dynamic-shape
+    kernels lose their dtypes. The three predicates are replaced for the whole process, in
+    every module that imported them by name.
+    """
+    from torch._inductor import ir, scheduler, utils
+    from torch._inductor.codegen import common
+    from torch._inductor.kernel import mm_common
+
+    cpu_like = ("cpu", device_type)
+
+    def is_cpu(x: Any) -> bool:
+        return ir.get_device_type(x) in cpu_like
+
+    def node_is_cpu(self: scheduler.BaseSchedulerNode) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in cpu_like
+
+    stock_get_current_backend = utils.get_current_backend
+
+    def get_current_backend(device: str | None = None) -> str:
+        if not device:
+            from torch._inductor.virtualized import V
+
+            device = V.graph.get_current_device_or_throw().type
+        return stock_get_current_backend("cpu" if device == device_type else device)
+
+    ir.is_cpu = is_cpu
+    scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
+    for module in (utils, common, scheduler, mm_common):
+        module.get_current_backend = get_current_backend
