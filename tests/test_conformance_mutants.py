@@ -137,6 +137,8 @@ INPUT_CLASS_MUTANTS = {
     "manual_seed_seeds_device_0": ("rng", "test_device_module_manual_seed_seeds_a_non_zero"),
     "event_time_stamped_at_submission": ("streams", "test_elapsed_time_of_a_long_region"),
     "empty_cache_releases_live_blocks": ("memory", "test_empty_cache_keeps_the_values"),
+    # the missed defect classes of issue 25
+    "out_not_resized": ("out", "test_an_out_of_the_wrong_size_is_resized"),
 }
 
 
