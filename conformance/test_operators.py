@@ -628,6 +628,8 @@ INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
 NUMERIC = FLOATS + INTS
 SIGNED = FLOATS + (torch.int8, torch.int16, torch.int32, torch.int64)
 ORDERED = FLOATS + (torch.int32, torch.int64, torch.uint8)
+# complex64 drawn with both parts non-zero (strategies.make): the arithmetic that mixes them
+COMPLEX = (torch.complex64,)
 
 # Which value kinds (strategies.VALUE_KINDS) each family of operators is drawn with: "random"
 # always on a view taken on the device; the others on any layout.
@@ -639,29 +641,33 @@ ACCUMULATING = ("random", "extremal", "limits")
 # name: (kind, the operation as code on x, y, dim and k, the dtypes, the value kinds). Names
 # ending in "_" are in-place: the base of the view must change as on the reference.
 CORE_OPS = {
-    "add": ("binary", "torch.add(x, y)", NUMERIC, ELEMENTWISE),
-    "add_": ("binary", "x.add_(y)", NUMERIC, ELEMENTWISE),
-    "mul": ("binary", "torch.mul(x, y)", NUMERIC, ELEMENTWISE),
-    "mul_": ("binary", "x.mul_(y)", NUMERIC, ("random", "limits")),
-    "sub": ("binary", "torch.sub(x, y)", NUMERIC, ELEMENTWISE),
-    "div": ("binary", "torch.div(x, y)", FLOATS, TRANSCENDENTAL),
-    "div_": ("binary", "x.div_(y)", FLOATS, ("random",)),
+    "add": ("binary", "torch.add(x, y)", NUMERIC + COMPLEX, ELEMENTWISE),
+    "add_": ("binary", "x.add_(y)", NUMERIC + COMPLEX, ELEMENTWISE),
+    "mul": ("binary", "torch.mul(x, y)", NUMERIC + COMPLEX, ELEMENTWISE),
+    "mul_": ("binary", "x.mul_(y)", NUMERIC + COMPLEX, ("random", "limits")),
+    "sub": ("binary", "torch.sub(x, y)", NUMERIC + COMPLEX, ELEMENTWISE),
+    "div": ("binary", "torch.div(x, y)", FLOATS + COMPLEX, TRANSCENDENTAL),
+    "div_": ("binary", "x.div_(y)", FLOATS + COMPLEX, ("random",)),
     "maximum": ("binary", "torch.maximum(x, y)", NUMERIC, ELEMENTWISE),
     "where": ("binary", "torch.where(x > 0, x, y)", NUMERIC, ("random",)),
-    "neg": ("unary", "torch.neg(x)", SIGNED, ("random", "limits")),
+    "neg": ("unary", "torch.neg(x)", SIGNED + COMPLEX, ("random", "limits")),
     "abs_": ("unary", "x.abs_()", SIGNED, ("random", "limits")),
-    "exp": ("unary", "torch.exp(x)", FLOATS, TRANSCENDENTAL),
+    "exp": ("unary", "torch.exp(x)", FLOATS + COMPLEX, TRANSCENDENTAL),
     "exp_": ("unary", "x.exp_()", FLOATS, TRANSCENDENTAL),
     "log": ("unary", "torch.log(x)", FLOATS, TRANSCENDENTAL),
     "tanh": ("unary", "torch.tanh(x)", FLOATS, TRANSCENDENTAL),
     "sigmoid": ("unary", "torch.sigmoid(x)", FLOATS, TRANSCENDENTAL),
     "sigmoid_": ("unary", "x.sigmoid_()", FLOATS, ("random",)),
     "relu": ("unary", "torch.relu(x)", SIGNED, ("random", "extremal")),
+    "conj_physical": ("unary", "torch.conj_physical(x)", COMPLEX + FLOATS, ("random",)),
+    "conj_physical_": ("unary", "x.conj_physical_()", COMPLEX + FLOATS, ("random",)),
+    # the imaginary part, read through its view (a copy would miss the base's later writes)
+    "imag_": ("unary", "x.imag.mul_(-2)", COMPLEX, ("random",)),
     "clamp": ("unary", "torch.clamp(x, -2, 3)", SIGNED, ("random", "extremal")),
     "clamp_": ("unary", "x.clamp_(-2, 3)", SIGNED, ("random",)),
-    "sum": ("reduction", "x.sum(dim)", NUMERIC, ACCUMULATING),
+    "sum": ("reduction", "x.sum(dim)", NUMERIC + COMPLEX, ACCUMULATING),
     "prod": ("reduction", "x.prod(dim) if dim is not None else x.prod()", NUMERIC, ACCUMULATING),
-    "mean": ("reduction", "x.mean(dim)", FLOATS, TRANSCENDENTAL),
+    "mean": ("reduction", "x.mean(dim)", FLOATS + COMPLEX, TRANSCENDENTAL),
     "amax": ("reduction", "x.amax(dim)", ORDERED, ORDERING),
     "amin": ("reduction", "x.amin(dim)", ORDERED, ORDERING),
     "argmax": ("reduction", "x.argmax(dim)", ORDERED, ORDERING),
@@ -686,7 +692,7 @@ CORE_OPS = {
     "argsort": ("scan", "torch.argsort(x, dim=dim, stable=True)", ORDERED, ("ties",)),
     "softmax": ("scan", "torch.softmax(x, dim)", FLOATS, TRANSCENDENTAL),
     "log_softmax": ("scan", "torch.log_softmax(x, dim)", FLOATS, TRANSCENDENTAL),
-    "cumsum": ("scan", "torch.cumsum(x, dim)", NUMERIC, ACCUMULATING),
+    "cumsum": ("scan", "torch.cumsum(x, dim)", NUMERIC + COMPLEX, ACCUMULATING),
     "cumsum_": ("scan", "x.cumsum_(dim)", NUMERIC, ("random", "limits")),
     "mse_loss": ("binary", "torch.nn.functional.mse_loss(x, y)", FLOATS, TRANSCENDENTAL),
     "bce_with_logits": (
@@ -701,7 +707,7 @@ CORE_OPS = {
         FLOATS,
         TRANSCENDENTAL,
     ),
-    "matmul": ("matmul", "torch.matmul(x, y)", FLOATS, ("random",)),
+    "matmul": ("matmul", "torch.matmul(x, y)", FLOATS + COMPLEX, ("random",)),
 }
 
 
@@ -710,7 +716,9 @@ def _kind_dtypes(dtypes: tuple[torch.dtype, ...], values: str) -> tuple[torch.dt
     if values == "extremal":
         return tuple(d for d in dtypes if d.is_floating_point)
     if values == "limits":
-        return tuple(d for d in dtypes if not d.is_floating_point and d != torch.bool)
+        return tuple(
+            d for d in dtypes if not (d.is_floating_point or d.is_complex or d == torch.bool)
+        )
     return dtypes
 
 

@@ -139,6 +139,10 @@ INPUT_CLASS_MUTANTS = {
     "empty_cache_releases_live_blocks": ("memory", "test_empty_cache_keeps_the_values"),
     # the missed defect classes of issue 25
     "out_not_resized": ("out", "test_an_out_of_the_wrong_size_is_resized"),
+    "complex_mul_drops_imaginary_product": (
+        "operators",
+        "test_core_op_matches_reference_on_drawn_inputs and mul-random",
+    ),
     "window_on_the_current_device": (
         "creation",
         "test_factories_create_on_the_named_device_not_the_current_one",
