@@ -143,6 +143,8 @@ INPUT_CLASS_MUTANTS = {
         "operators",
         "test_core_op_matches_reference_on_drawn_inputs and mul-random",
     ),
+    "rng_draws_from_the_host_generator": ("capabilities", "test_per_device_rng"),
+    "rng_state_loses_its_position": ("rng", "test_rng_state_round_trip_replays_the_numbers"),
     "window_on_the_current_device": (
         "creation",
         "test_factories_create_on_the_named_device_not_the_current_one",
