@@ -145,6 +145,18 @@ INPUT_CLASS_MUTANTS = {
     ),
     "rng_draws_from_the_host_generator": ("capabilities", "test_per_device_rng"),
     "rng_state_loses_its_position": ("rng", "test_rng_state_round_trip_replays_the_numbers"),
+    "peak_memory_of_device_0": (
+        "current_device",
+        "test_peak_memory_statistics_without_an_index_are_the_current_devices",
+    ),
+    "map_location_to_device_0": (
+        "current_device",
+        "test_an_index_less_map_location_loads_onto_the_current_device",
+    ),
+    "pin_memory_copies_storage_linearly": (
+        "pinned",
+        "test_pin_memory_of_a_non_contiguous_tensor_keeps_its_values",
+    ),
     "window_on_the_current_device": (
         "creation",
         "test_factories_create_on_the_named_device_not_the_current_one",
