@@ -157,6 +157,20 @@ INPUT_CLASS_MUTANTS = {
         "pinned",
         "test_pin_memory_of_a_non_contiguous_tensor_keeps_its_values",
     ),
+    # operators judged on their drawn arguments
+    "topk_ignores_largest": ("arguments", "test_op_matches_reference_on_drawn_arguments and topk"),
+    "cumsum_ignores_dtype": (
+        "arguments",
+        "test_op_matches_reference_on_drawn_arguments and cumsum_dtype",
+    ),
+    "embedding_backward_ignores_padding_idx": (
+        "arguments",
+        "test_embedding_like_op_matches_reference_on_drawn_arguments_and_backward",
+    ),
+    "pow_negative_exponent_by_magnitude": (
+        "arguments",
+        "test_op_matches_reference_on_drawn_arguments and pow_integer",
+    ),
     "window_on_the_current_device": (
         "creation",
         "test_factories_create_on_the_named_device_not_the_current_one",
