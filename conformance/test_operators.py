@@ -7,8 +7,10 @@ Two parts:
   torch) supplies the operators and their sample inputs. Samples are made on the CPU from a fixed
   seed, moved to the device, and the result compared with the CPU's. The profile sets how many
   operators and samples: a core selection for ``quick``; every OpInfo in every declared dtype
-  for ``default`` (the first samples of each) and ``thorough`` (all of them); operators that a
-  manifest known failure names are always included, so that the entry is checked.
+  for ``default`` and ``thorough`` (all samples); operators that a manifest known failure names
+  are always included, so that the entry is checked. A profile that compares some of an
+  OpInfo's samples picks one of each distinct set of arguments first (``chosen_samples``), so
+  that the options listed after the plain cases are reached.
 * ``test_core_op_matches_reference_on_drawn_inputs[<op>]``: hypothesis draws shapes (0-dim and
   empty ones too), dtypes and non-contiguous views for a core set of operators.
 
@@ -73,15 +75,16 @@ QUICK_BFLOAT16_OPS = (
 # it (each core operator in one of every 8 declared dtypes, rotating). default and thorough:
 # every OpInfo in every declared dtype (the reference's kernel and the exclusions permitting).
 # Coverage is what default buys; its time is kept in budget by the samples per case: the core
-# selection in float32 and bfloat16 gets DEPTH_SAMPLES of them, every other case its first
-# OTHER_DTYPE_SAMPLES (an OpInfo's first samples are its plain cases), thorough all of them.
+# selection in float32 and bfloat16 gets DEPTH_SAMPLES of them, every other case
+# OTHER_DTYPE_SAMPLES, thorough all of them; chosen_samples picks which (distinct arguments
+# first: an OpInfo's first samples are its plain cases, its options come after them).
 QUICK_STRATA = 8
 DEPTH_SAMPLES = {"quick": 8, "default": 24, "thorough": None}
 OTHER_DTYPE_SAMPLES = {"quick": 4, "default": 2, "thorough": None}
 # Gradients (OpInfo's backward samples), for the floating dtypes: quick compares these in
 # float32 (elementwise, reductions, linear algebra, indexing and the nn functions whose
 # backwards are kernels of their own); default and thorough every OpInfo that supports autograd
-# in every declared floating dtype (default its first GRADIENT_SAMPLES, thorough all of them).
+# in every declared floating dtype (default GRADIENT_SAMPLES of them, thorough all of them).
 QUICK_GRADIENT_OPS = (
     "div", "pow", "tanh", "sigmoid", "prod", "amax", "cumsum", "logsumexp", "var", "matmul",
     "gather", "sort", "log_softmax", "nn.functional.gelu", "nn.functional.layer_norm",
@@ -258,6 +261,51 @@ def sample_limit(profile: str, op, dtype: torch.dtype) -> int | None:  # noqa: A
     """How many of the OpInfo's samples the profile compares for (op, dtype)."""
     core = {torch.float32: QUICK_OPS, torch.bfloat16: QUICK_BFLOAT16_OPS}.get(dtype, ())
     return DEPTH_SAMPLES[profile] if op.name in core else OTHER_DTYPE_SAMPLES[profile]
+
+
+def argument_signature(sample) -> tuple[str, str]:  # noqa: ANN001 - an OpInfo SampleInput
+    """What a sample asks of the operator besides its values: (its arguments with every tensor
+    written as "T", the same with each tensor's rank and layout). Two samples that differ in
+    the first call a kernel with different options (a reduction, a weight, a dim, largest=);
+    in the second only, with tensors of other ranks or strides."""
+
+    def leaf(value: object, ranks: bool) -> str:
+        if isinstance(value, torch.Tensor):
+            return f"T{value.dim()}{'c' if value.is_contiguous() else 's'}" if ranks else "T"
+        if isinstance(value, (list, tuple)):
+            return "(" + ",".join(leaf(item, ranks) for item in value) + ")"
+        if isinstance(value, dict):
+            return "{" + ",".join(f"{k}:{leaf(v, ranks)}" for k, v in sorted(value.items())) + "}"
+        return repr(value)
+
+    return (
+        leaf([sample.args, sample.kwargs], False),
+        leaf([sample.input, sample.args, sample.kwargs], True),
+    )
+
+
+def chosen_samples(samples, limit: int | None) -> list[tuple[int, object]]:  # noqa: ANN001
+    """Which of an OpInfo's samples a case compares, with their indices: all of them without a
+    ``limit``; else the first sample of each distinct set of arguments (at most 2 * ``limit``:
+    the options an OpInfo lists after its plain cases, such as cross_entropy's reduction= and
+    weight=, are reached), then of each distinct rank and layout, then the rest in order, up to
+    ``limit`` samples or the argument sets, whichever is more."""
+    if limit is None:
+        return list(enumerate(samples))
+    listed = list(enumerate(samples))
+    signatures = [argument_signature(sample) for _, sample in listed]
+    chosen: list[int] = []
+    for level in (0, 1):
+        seen = {signatures[index][level] for index in chosen}
+        for index, signature in enumerate(signatures):
+            cap = 2 * limit if level == 0 else limit
+            if len(chosen) >= cap:
+                break
+            if signature[level] not in seen:
+                seen.add(signature[level])
+                chosen.append(index)
+    chosen += [index for index, _ in listed if index not in chosen][: max(0, limit - len(chosen))]
+    return [listed[index] for index in sorted(chosen)]
 
 
 def gradient_cases(
@@ -499,10 +547,10 @@ def test_opinfo(backend, reference, device, request, opinfo_case):
     if request.node.get_closest_marker("xfail") is not None:
         limit = None  # a known failure is checked on every sample, whatever the profile
     seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
-    samples = itertools.islice(op.sample_inputs("cpu", dtype), limit)
+    samples = chosen_samples(op.sample_inputs("cpu", dtype), limit)
     tolerances = upstream_tolerances(op, dtype, device.type, "outputs")
     count = 0
-    for index, sample in enumerate(samples):
+    for index, sample in samples:
         check_sample(op, sample, dtype, index, backend, reference, device, tolerances)
         count += 1
     assert count, f"OpInfo has no sample input for {opinfo_name(op)} in {dtype}"
@@ -583,10 +631,10 @@ def test_opinfo_gradients(backend, reference, device, request, gradient_case):
     if request.node.get_closest_marker("xfail") is not None:
         limit = None
     seed_host(0)  # torch.manual_seed(0) for the CPU-made samples, cheaper (seed_host)
-    samples = itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=True), limit)
+    samples = chosen_samples(op.sample_inputs("cpu", dtype, requires_grad=True), limit)
     tolerances = upstream_tolerances(op, dtype, device.type, "gradients")
     count = 0
-    for index, sample in enumerate(samples):
+    for index, sample in samples:
         count += 1
         what = f"the gradients of {opinfo_name(op)} sample {index}"
         snippet = opinfo_snippet(op, dtype, index, device).replace(

@@ -171,6 +171,7 @@ INPUT_CLASS_MUTANTS = {
         "arguments",
         "test_op_matches_reference_on_drawn_arguments and pow_integer",
     ),
+    "nll_loss_ignores_weight": ("operators", "test_opinfo and cross_entropy-float32"),
     "window_on_the_current_device": (
         "creation",
         "test_factories_create_on_the_named_device_not_the_current_one",
