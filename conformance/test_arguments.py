@@ -15,8 +15,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from .opinfo import assert_outputs_match, to_device
 from .strategies import MAKE_SNIPPET, make, shapes
-from .test_operators import assert_outputs_match, to_device
 
 FLOATS = (torch.float32, torch.bfloat16)
 INTS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
