@@ -171,6 +171,10 @@ INPUT_CLASS_MUTANTS = {
         "arguments",
         "test_op_matches_reference_on_drawn_arguments and pow_integer",
     ),
+    "mul_broadcasts_leading_dims_only": (
+        "arguments",
+        "test_op_matches_reference_on_drawn_arguments and mul_broadcast",
+    ),
     "nll_loss_ignores_weight": ("operators", "test_opinfo and cross_entropy-float32"),
     "window_on_the_current_device": (
         "creation",
