@@ -204,6 +204,32 @@ ARGUMENT_OPS: dict[str, tuple[str, tuple[torch.dtype, ...], str, Options]] = {
 }
 
 
+# name: [(shape, dtype, seed, options)]: a non-default argument each, checked in every run
+# (a few drawn examples may all miss it)
+FIXED_ARGUMENTS: dict[str, list[tuple[tuple[int, ...], torch.dtype, int, dict]]] = {
+    "topk": [((3, 5), torch.float32, 0, {"dim": -1, "largest": False, "k": 2})],
+    "sort": [((3, 5), torch.int64, 0, {"dim": -2, "descending": True})],
+    "argmax": [((3, 5), torch.float32, 0, {"dim": -1, "keepdim": True})],
+    "cumsum_dtype": [
+        ((3, 6), torch.int8, 0, {"dim": -1, "dtype": torch.int64}),
+        ((3, 6), torch.uint8, 1, {"dim": 0, "dtype": torch.int64}),
+        ((3, 6), torch.int32, 2, {"dim": 1, "dtype": torch.int64}),
+    ],
+    "sum_dtype": [((4, 5), torch.int8, 0, {"dim": -1, "keepdim": False, "dtype": torch.int64})],
+    "softmax_dtype": [((3, 5), torch.bfloat16, 0, {"dim": -1, "dtype": torch.float32})],
+    "roll": [((3, 5), torch.float32, 0, {"dim": -1, "shifts": -2})],
+    "left_shift": [((3, 5), torch.int32, 0, {"amount": 5})],
+    "right_shift": [((3, 5), torch.int8, 0, {"amount": 3})],
+    "pow_integer": [
+        ((3, 5), torch.float32, 0, {"exponent": -3}),
+        ((3, 5), torch.int64, 0, {"exponent": 3}),
+    ],
+    "add_broadcast": [((2, 3, 4), torch.float32, 0, {"y_shape": (2, 1, 4), "alpha": -2})],
+    "mul_broadcast": [((2, 3, 4), torch.float32, 0, {"y_shape": (2, 1, 4)})],
+    "maximum_broadcast": [((3, 4), torch.int64, 0, {"y_shape": (3, 1)})],
+}
+
+
 @pytest.mark.parametrize("name", sorted(ARGUMENT_OPS))
 def test_op_matches_reference_on_drawn_arguments(backend, device, name):
     """The operator with drawn options gives the reference's result (or its refusal)."""
@@ -217,12 +243,7 @@ def test_op_matches_reference_on_drawn_arguments(backend, device, name):
     def run(x: torch.Tensor, y: torch.Tensor, drawn: dict) -> object:
         return function(x, y, **drawn)
 
-    @given(data=st.data())
-    def check(data: st.DataObject) -> None:
-        shape = data.draw(shapes(min_dims=1, max_dims=3, max_side=5), label="shape")
-        dtype = data.draw(st.sampled_from(dtypes), label="dtype")
-        seed = data.draw(st.integers(0, 2**16), label="seed")
-        drawn = {key: data.draw(option(shape), label=key) for key, option in options.items()}
+    def compare(shape: tuple[int, ...], dtype: torch.dtype, seed: int, drawn: dict) -> None:
         y_shape = drawn.pop("y_shape", shape)
         # "limits" are integers' values; floats drawn with them get random ones
         kind = "random" if values == "limits" and dtype.is_floating_point else values
@@ -244,6 +265,20 @@ def test_op_matches_reference_on_drawn_arguments(backend, device, name):
             return
         actual = run(x.to(device), y.to(device), drawn)
         assert_outputs_match(actual, expected, device, name, snippet)
+
+    # The non-default arguments every run checks besides the drawn ones (in the first
+    # declared dtype of the case's list that the backend has).
+    for shape, dtype, seed, drawn in FIXED_ARGUMENTS.get(name, ()):
+        if dtype in dtypes:
+            compare(shape, dtype, seed, dict(drawn))
+
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        shape = data.draw(shapes(min_dims=1, max_dims=3, max_side=5), label="shape")
+        dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+        seed = data.draw(st.integers(0, 2**16), label="seed")
+        drawn = {key: data.draw(option(shape), label=key) for key, option in options.items()}
+        compare(shape, dtype, seed, drawn)
 
     check()
 
