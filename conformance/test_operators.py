@@ -432,8 +432,12 @@ def test_core_op_matches_reference_on_drawn_inputs(backend, device, name, values
 
     # @given inside the parametrized test: the plugin applies the profile to each collected
     # @given function once, and a parametrized one is collected once per parameter.
+    # The fixed input in the first dtype, and in complex64 where drawn: a complex kernel's bug
+    # (the imaginary parts' product dropped) is then reached in every run, not in one of nine
+    # dtype draws.
+    fixed = [dtypes[0]] + [d for d in COMPLEX if d in dtypes and d != dtypes[0]]
+
     @given(inputs=core_inputs(kind, dtypes, values))
-    @example(inputs=fixed_core_inputs(kind, dtypes[0], values))
     def check(inputs: CoreInputs) -> None:
         snippet = _core_snippet(inputs, code, device)
         try:
@@ -448,6 +452,8 @@ def test_core_op_matches_reference_on_drawn_inputs(backend, device, name, values
         assert_outputs_match(actual, expected, device, name, snippet)
         assert_outputs_match(actual_base, expected_base, device, f"the base after {name}", snippet)
 
+    for dtype in fixed:
+        check = example(inputs=fixed_core_inputs(kind, dtype, values))(check)
     check()
 
 
