@@ -130,13 +130,36 @@ def pinned_memory(device: torch.device) -> Probe:
 
 
 def per_device_rng(device: torch.device) -> Probe:
-    """The device module's generator functions (torch.random.fork_rng and checkpoint use them)."""
+    """The device module's generator functions (torch.random.fork_rng and checkpoint use them),
+    and the device's random operators drawing from that generator: a draw advances its state,
+    and restoring the state replays the draw. A generator that exists while the operators draw
+    from another (the CPU's, copied over) is no per-device RNG."""
 
     def check() -> Probe:
         module = torch.get_device_module(device.type)
-        state = module.get_rng_state(device.index or 0)
-        works = isinstance(state, torch.Tensor) and state.dtype == torch.uint8
-        return works, f"{module.__name__}.get_rng_state(0) gives a {type(state).__name__}"
+        index = device.index or 0
+        state = module.get_rng_state(index)
+        if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8):
+            return False, f"{module.__name__}.get_rng_state({index}) gives a {type(state).__name__}"
+        first = torch.rand(64, device=device).cpu()
+        after = module.get_rng_state(index)
+        module.set_rng_state(state, index)
+        replayed = torch.rand(64, device=device).cpu()
+        module.set_rng_state(after, index)
+        if torch.equal(after, state):
+            return False, (
+                f"torch.rand on {device} left {module.__name__}.get_rng_state({index}) unchanged: "
+                "it does not draw from the device's generator"
+            )
+        if not torch.equal(first, replayed):
+            return False, (
+                f"restoring {module.__name__}.get_rng_state({index}) does not replay torch.rand "
+                f"on {device}: it does not draw from the device's generator"
+            )
+        return True, (
+            f"torch.rand on {device} advances {module.__name__}.get_rng_state({index}), and "
+            "restoring it replays the draw"
+        )
 
     return _attempt(check)
 

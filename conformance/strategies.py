@@ -43,8 +43,9 @@ VALUE_KINDS = ("random", "ties", "extremal", "limits")
 
 
 def make(shape, dtype, seed, values="random"):  # noqa: ANN001, ANN201 - also the snippet's
-    """A CPU tensor from a seed. ``values``: "random" (normal * 4, or small integers), "ties"
-    (at most three distinct values; all equal a third of the time), "extremal" (floats: NaN,
+    """A CPU tensor from a seed. ``values``: "random" (normal * 4, in both parts of a complex
+    number; or small integers), "ties" (at most three distinct values, all equal a third of
+    the time; complex ones have equal parts), "extremal" (floats: NaN,
     +-inf, -0.0, values whose exp overflows in float16 or float32, subnormals, the dtype's
     largest), "limits" (integers within 3 of the dtype's min or max)."""
     # Self-contained (torch and math only): its source is the snippets' ``make``.
@@ -54,10 +55,17 @@ def make(shape, dtype, seed, values="random"):  # noqa: ANN001, ANN201 - also th
     if values == "ties":
         distinct = int(torch.randint(1, 4, (), generator=g))
         x = torch.randint(0, distinct, shape, generator=g)
-        return (x - 1 if dtype.is_signed else x).to(dtype)
-    if dtype.is_floating_point or dtype.is_complex:
+        x = (x - 1 if dtype.is_signed else x).to(dtype)
+        return x + 1j * x if dtype.is_complex else x
+    if dtype.is_complex:
+        # Both parts drawn: with a zero imaginary part an op that drops it (an imag view that
+        # copies, a conjugate that is not applied) would still match the reference.
+        real = torch.randn(shape, generator=g, dtype=torch.float32) * 4
+        imag = torch.randn(shape, generator=g, dtype=torch.float32) * 4
+        return torch.complex(real, imag).to(dtype)
+    if dtype.is_floating_point:
         x = torch.randn(shape, generator=g, dtype=torch.float32) * 4
-        if values == "extremal" and dtype.is_floating_point:
+        if values == "extremal":
             info = torch.finfo(dtype)
             special = [math.nan, math.inf, -math.inf, -0.0, 0.0, 12.0, 100.0, -100.0]
             special += [info.tiny / 4, -info.tiny / 2, float(info.max), -float(info.max)]

@@ -9,7 +9,7 @@ import io
 import pytest
 import torch
 
-from .probes import dtype_works
+from .probes import dtype_works, per_device_rng
 from .strategies import CORE_DTYPES
 
 
@@ -92,8 +92,8 @@ def test_pinned_memory(backend):
 def test_per_device_rng(backend):
     if not backend.capabilities.per_device_rng:
         pytest.skip("not applicable: per_device_rng not declared")
-    state = backend.module.get_rng_state(0)
-    assert isinstance(state, torch.Tensor) and state.dtype == torch.uint8
+    works, evidence = per_device_rng(backend.device())
+    assert works, _contradiction(backend, "per_device_rng", True, evidence)
 
 
 def test_serialization(backend, device):

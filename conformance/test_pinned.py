@@ -111,6 +111,33 @@ def test_non_blocking_copy_of_a_non_contiguous_pinned_view_is_correct(pinned_bac
     assert torch.equal(moved.cpu(), view), "a non-contiguous pinned view arrived changed"
 
 
+# Non-contiguous sources to pin: pin_memory keeps the source's strides (CUDA's and every
+# backend's pinned copy goes through the same strided copy), and its values.
+NON_CONTIGUOUS = {
+    "steps": "x[1::2, ::3]",
+    "transpose": "x.t()",
+    "offset": "x[2:, 1:]",
+    "channels_last": "x.reshape(1, 2, 3, 4).contiguous(memory_format=torch.channels_last)",
+}
+
+
+@pytest.mark.parametrize("layout", sorted(NON_CONTIGUOUS))
+def test_pin_memory_of_a_non_contiguous_tensor_keeps_its_values(pinned_backend, device, layout):
+    x = torch.arange(24.0).reshape(6, 4) if layout != "channels_last" else torch.arange(24.0)
+    source = eval(f"lambda x: {NON_CONTIGUOUS[layout]}")(x)  # noqa: S307 - our own table
+    pinned = source.pin_memory()
+    snippet = f"x = torch.arange(24.0).reshape(6, 4)\np = ({NON_CONTIGUOUS[layout]}).pin_memory()"
+    assert pinned.is_pinned(), f"pin_memory() of a {layout} view is not pinned"
+    assert_matches_reference(
+        pinned, source, what=f"pin_memory() of a {layout} view", snippet=snippet, tolerance=(0, 0)
+    )
+    moved = pinned.to(device, non_blocking=True)
+    torch.accelerator.synchronize(device)
+    assert_matches_reference(
+        moved, source, what=f"a pinned {layout} view moved", snippet=snippet, tolerance=(0, 0)
+    )
+
+
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_dataloader_with_pin_memory_yields_pinned_batches(pinned_backend, num_workers):
     features = torch.arange(40.0).reshape(20, 2)

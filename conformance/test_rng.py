@@ -192,7 +192,13 @@ def test_device_module_manual_seed_all_seeds_every_device(backend):
 # ---- generator states --------------------------------------------------------------------------
 
 
-def test_rng_state_round_trip_replays_the_numbers(backend, device):
+@given(seed=SEEDS, advance=st.integers(1, 5))
+def test_rng_state_round_trip_replays_the_numbers(backend, device, seed, advance):
+    # Seeded and advanced here, not left at the suite's seed-0 start: a state that restores
+    # the seed but not the position in its sequence replays only from a freshly seeded one.
+    _rng_module(backend).manual_seed(seed)
+    for _ in range(advance):
+        _draw(device)
     state = _get_state(backend)
     assert state.dtype == torch.uint8 and state.device.type == "cpu", (
         f"the RNG state is a {state.dtype} tensor on {state.device}; torch documents a CPU "
@@ -204,6 +210,31 @@ def test_rng_state_round_trip_replays_the_numbers(backend, device):
     _set_state(backend, state)
     second = _draw(device)
     _assert_same_draws(first, second, "the RNG state was restored before the second draw")
+
+
+@pytest.mark.parametrize("op", ["rand", "randn", "randint", "randperm", "normal_", "bernoulli"])
+def test_random_ops_draw_from_the_device_generator(backend, device, op):
+    """Each random operator on the device advances the device's default generator, and
+    restoring that generator's state replays it: an operator that draws from another generator
+    (the CPU's, copied to the device) leaves it untouched."""
+    index = device.index or 0
+    _rng_module(backend).manual_seed(123)
+    state = _get_state(backend, index)
+    first = _draw(device)[op].cpu()
+    how = reproducer(
+        f"state = {_rng_module(backend).__name__}.get_rng_state({index})\n"
+        f"x = torch.rand(8, device='{device}')\n"
+        f"print(torch.equal(state, {_rng_module(backend).__name__}.get_rng_state({index})))"
+    )
+    assert not torch.equal(_get_state(backend, index), state), (
+        f"{op} on {device} left the device's generator state unchanged: it draws from another "
+        "generator" + how
+    )
+    _set_state(backend, state, index)
+    assert torch.equal(_draw(device)[op].cpu(), first), (
+        f"{op} on {device} drew different numbers after the device's generator state was "
+        "restored: it draws from another generator" + how
+    )
 
 
 def test_rng_state_all_round_trip_replays_the_numbers_on_every_device(backend):
