@@ -20,8 +20,10 @@ Method: each model is built once on the CPU from a fixed seed and copied to each
 ``compiled``, ``torch.compile(model)`` is called per device (fresh dynamo state, inductor's
 caches off so that the second device cannot reuse the first one's kernels); the first training
 step (forward and backward compilation) is timed on its own, wall clock, as ``compile_s`` (the
-CPU first, then neuron), and steps 2-3 as ``warm_step_ms``; ``recompiles_after_first_step``
-counts the dynamo graphs compiled after the first step (a recompiling model shows there). Then
+CPU first, then neuron, one dynamo state for both), and steps 2-3 as ``warm_step_ms``;
+``graphs_compiled_after_first_steps`` counts the dynamo graphs compiled after both devices'
+first steps, to the end of the rounds (a model that recompiles shows there), ``graph_breaks``
+those of the first steps. Then
 ``--rounds`` interleaved rounds: each times a block of steps on each device, alternating which
 goes first; a block has as many steps as make about ``--block-seconds`` on the slower device,
 the same count on both. A block's time is this process's CPU time (all its threads,
@@ -33,9 +35,16 @@ per-step CPU time. The first steps' losses of both devices are compared (a warni
 1e-3). The run reports the load: the share of the machine's CPUs other processes used
 (``/proc/stat``) and the load average.
 
+Compiled ``resnet18`` and ``unet`` fail on neuron with inductor's default layout optimization:
+inductor turns a convolution graph's inputs channels-last, and neuron's convolution (the CPU's
+kernel) returns a channels-last output where torch's fake kernel for an out-of-tree device
+(``_ConvBackend.Overrideable``) predicts a contiguous one, so the compiled code's
+``assert_size_stride`` fails. ``--no-layout-optimization`` turns that optimization off on both
+devices (a failing model is reported as an error, and the others are still measured).
+
 Usage:
     python benchmarks/neuron_models.py [--models gpt,llama,resnet18,unet] [--modes eager,compiled]
-        [--rounds 7] [--block-seconds 0.3] [--json PATH]
+        [--rounds 7] [--block-seconds 0.2] [--threads 1] [--no-layout-optimization] [--json PATH]
 """
 
 from __future__ import annotations
@@ -303,8 +312,12 @@ class OthersLoad:
         return max(0.0, ((busy1 - busy0) - (own1 - own0)) / ((t1 - t0) * os.cpu_count()))
 
 
-def dynamo_frames() -> int:
+def dynamo_graphs() -> int:
     return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+
+
+def graph_breaks() -> int:
+    return sum(torch._dynamo.utils.counters["graph_break"].values())
 
 
 def measure(name: str, mode: str, rounds: int, block_seconds: float) -> dict:
@@ -316,16 +329,19 @@ def measure(name: str, mode: str, rounds: int, block_seconds: float) -> dict:
     result: dict = {"model": name, "mode": mode}
     trainees = {}
     first_loss = {}
-    compile_s, warm_s, recompiles = {}, {}, {}
+    compile_s, warm_s = {}, {}
+    # One dynamo state for both devices, as in a program that trains both: a reset between them
+    # would drop the first device's compiled code, and its next step would compile again.
+    torch._dynamo.reset()
     for device in DEVICES:
-        torch._dynamo.reset()
         trainees[device] = Trainee(model, batch, device, compiled)
         start = time.perf_counter()
         first_loss[device] = trainees[device].step().item()
         compile_s[device] = time.perf_counter() - start
-        frames = dynamo_frames()
+    graphs_after_first_steps = dynamo_graphs()
+    breaks = graph_breaks()
+    for device in DEVICES:
         warm_s[device] = trainees[device].timed_steps(2)[1] / 2
-        recompiles[device] = dynamo_frames() - frames
     if abs(first_loss["neuron"] - first_loss["cpu"]) > 1e-3:
         print(f"warning: {name} {mode}: first losses differ {first_loss}", file=sys.stderr)
     slower = max(warm_s.values())
@@ -347,7 +363,8 @@ def measure(name: str, mode: str, rounds: int, block_seconds: float) -> dict:
         steps_per_block=steps,
         first_step_s={d: round(compile_s[d], 2) for d in DEVICES},
         warm_step_ms={d: round(warm_s[d] * 1e3, 2) for d in DEVICES},
-        recompiles_after_first_step=recompiles,
+        graphs_compiled_after_first_steps=dynamo_graphs() - graphs_after_first_steps,
+        graph_breaks=breaks,
         first_loss=first_loss,
     )
     if compiled:
@@ -360,9 +377,14 @@ def main() -> None:
     parser.add_argument("--models", default="gpt,llama,resnet18,unet")
     parser.add_argument("--modes", default="eager,compiled")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--block-seconds", type=float, default=0.3)
+    parser.add_argument("--block-seconds", type=float, default=0.2)
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads on both devices (default 1)"
+    )
+    parser.add_argument(
+        "--no-layout-optimization",
+        action="store_true",
+        help="inductor's layout_optimization off (makes compiled convolution models run on neuron)",
     )
     parser.add_argument("--json", help="write the results and the machine's description here")
     args = parser.parse_args()
@@ -382,10 +404,21 @@ def main() -> None:
     torch._dynamo.config.cache_size_limit = 64
     load = OthersLoad()
     results = []
-    with torch._inductor.config.patch(force_disable_caches=True):
+    inductor_settings = {"force_disable_caches": True}
+    if args.no_layout_optimization:
+        inductor_settings["layout_optimization"] = False
+    with torch._inductor.config.patch(inductor_settings):
         for mode in args.modes.split(","):
             for name in models:
-                result = measure(name, mode, args.rounds, args.block_seconds)
+                try:
+                    result = measure(name, mode, args.rounds, args.block_seconds)
+                except Exception as error:  # a failing model must not hide the others' figures
+                    message = str(error).splitlines()[0] if str(error) else ""
+                    result = {
+                        "model": name,
+                        "mode": mode,
+                        "error": f"{type(error).__name__}: {message}",
+                    }
                 results.append(result)
                 print(json.dumps(result), flush=True)
     summary = {
@@ -395,6 +428,7 @@ def main() -> None:
         "others_cpu_share": round(load.share(), 2),
         "loadavg": os.getloadavg(),
         "torch": torch.__version__,
+        "inductor_layout_optimization": not args.no_layout_optimization,
     }
     print(json.dumps(summary))
     print(
@@ -402,6 +436,9 @@ def main() -> None:
         "  compile s cpu/neuron"
     )
     for r in results:
+        if "error" in r:
+            print(f"{r['model']:9} {r['mode']:9} failed: {r['error'][:120]}")
+            continue
         compile_text = (
             f"{r['compile_s']['cpu']:.1f} / {r['compile_s']['neuron']:.1f}"
             if "compile_s" in r
