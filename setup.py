@@ -11,8 +11,8 @@ from pathlib import Path
 # _C from an earlier build must not stop us from rebuilding it, so switch autoload off first.
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
-from setuptools import setup  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 CSRC = Path("device_agnostic", "neuron", "csrc")
 SOURCES = sorted(str(path) for path in CSRC.glob("*.cpp"))

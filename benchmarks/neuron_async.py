@@ -44,7 +44,7 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("NEURON_LAUNCH_BLOCKING", "0")
 
-import torch  # noqa: E402
+import torch
 
 SMALL_OPS_CHILD = """
 import json, sys, time

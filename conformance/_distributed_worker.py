@@ -231,7 +231,7 @@ def main(argv: list[str]) -> int:
             try:
                 run()
                 results[name] = None
-            except Exception as error:  # noqa: BLE001 - every scenario gets its verdict
+            except Exception as error:
                 results[name] = f"{type(error).__name__}: {error}\n" + "".join(
                     traceback.format_exception(error)[-6:]
                 )

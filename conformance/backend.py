@@ -39,7 +39,7 @@ def registered_accelerators() -> list[str]:
         try:
             if module is not None and module.is_available():
                 names.append(name)
-        except Exception:  # noqa: BLE001, S112 - a broken device module is not available
+        except Exception:
             continue
     return names
 
@@ -71,7 +71,7 @@ class Backend:
     manifest: Manifest
 
     @property
-    def capabilities(self):  # noqa: ANN201 - conformance.manifest.Capabilities
+    def capabilities(self):
         return self.manifest.capabilities
 
     @property

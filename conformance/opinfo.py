@@ -147,11 +147,11 @@ def seed_host(seed: int) -> None:
     numpy.random.seed(seed)
 
 
-def opinfo_name(op) -> str:  # noqa: ANN001 - an OpInfo
+def opinfo_name(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def _skips_compare_cpu(op, dtype: torch.dtype) -> bool:  # noqa: ANN001
+def _skips_compare_cpu(op, dtype: torch.dtype) -> bool:
     """True if PyTorch's own cross-device check (TestCommon.test_compare_cpu) skips or expects
     a failure for this operator on every device: outputs that legitimately differ."""
     for info in itertools.chain(op.decorators, op.skips):
@@ -162,7 +162,7 @@ def _skips_compare_cpu(op, dtype: torch.dtype) -> bool:  # noqa: ANN001
     return False
 
 
-def exclusion(op, dtype: torch.dtype) -> str:  # noqa: ANN001
+def exclusion(op, dtype: torch.dtype) -> str:
     """Why this operator is not compared with the reference, or "" if it is."""
     name = op.name
     if name in RANDOM_OPS or "dropout" in name or "fractional_max_pool" in name:
@@ -231,13 +231,13 @@ def other_dtypes(declared: frozenset[torch.dtype]) -> list[torch.dtype]:
     return listed + sorted(rest, key=str)
 
 
-def sample_limit(profile: str, op, dtype: torch.dtype) -> int | None:  # noqa: ANN001
+def sample_limit(profile: str, op, dtype: torch.dtype) -> int | None:
     """How many of the OpInfo's samples the profile compares for (op, dtype)."""
     core = {torch.float32: QUICK_OPS, torch.bfloat16: QUICK_BFLOAT16_OPS}.get(dtype, ())
     return DEPTH_SAMPLES[profile] if op.name in core else OTHER_DTYPE_SAMPLES[profile]
 
 
-def argument_signature(sample) -> tuple[str, str]:  # noqa: ANN001 - an OpInfo SampleInput
+def argument_signature(sample) -> tuple[str, str]:
     """What a sample asks of the operator besides its values: (its arguments with every tensor
     written as "T", the same with each tensor's rank and layout). Two samples that differ in
     the first call a kernel with different options (a reduction, a weight, a dim, largest=);
@@ -258,7 +258,7 @@ def argument_signature(sample) -> tuple[str, str]:  # noqa: ANN001 - an OpInfo S
     )
 
 
-def chosen_samples(samples, limit: int | None) -> list[tuple[int, object]]:  # noqa: ANN001
+def chosen_samples(samples, limit: int | None) -> list[tuple[int, object]]:
     """Which of an OpInfo's samples a case compares, with their indices: all of them without a
     ``limit``; else the first sample of each distinct set of arguments (at most 2 * ``limit``:
     the options an OpInfo lists after its plain cases, such as cross_entropy's reduction= and
@@ -302,7 +302,7 @@ def gradient_cases(
     return cases
 
 
-def case_id(op, dtype: torch.dtype) -> str:  # noqa: ANN001
+def case_id(op, dtype: torch.dtype) -> str:
     return f"{opinfo_name(op)}-{str(dtype).removeprefix('torch.')}"
 
 
@@ -378,7 +378,7 @@ def upstream_tolerances(
     op,
     dtype: torch.dtype,
     device_type: str,
-    what: str,  # noqa: ANN001
+    what: str,
 ) -> dict[torch.dtype, tuple[float, float]]:
     """``{dtype: (rtol, atol)}`` widened to the tolerance overrides the OpInfo declares for
     upstream's CPU comparisons (``CPU_COMPARISONS[what]``) on ``device_type`` or on every
@@ -410,7 +410,7 @@ def upstream_tolerances(
     return {dtype: (rtol, atol)} if widened else {}
 
 
-def opinfo_snippet(op, dtype: torch.dtype, index: int, device: torch.device) -> str:  # noqa: ANN001
+def opinfo_snippet(op, dtype: torch.dtype, index: int, device: torch.device) -> str:
     return f"""
 from torch.testing._internal.common_methods_invocations import op_db
 op = next(o for o in op_db if (o.name, o.variant_test_name) == {(op.name, op.variant_test_name)})
@@ -446,7 +446,7 @@ def to_device_leaves(value: object, device: torch.device) -> object:
     return to_device(value, device)
 
 
-def move_leaves(op, sample, device: torch.device) -> tuple[object, object, object]:  # noqa: ANN001
+def move_leaves(op, sample, device: torch.device) -> tuple[object, object, object]:
     """The sample's input, args and kwargs on ``device`` (``to_device_leaves``); the args stay
     on the host for the ops that take host arguments."""
     args = sample.args if op.name in HOST_ARGUMENTS else to_device_leaves(sample.args, device)
@@ -457,7 +457,7 @@ def move_leaves(op, sample, device: torch.device) -> tuple[object, object, objec
     )
 
 
-def projected_gradients(op, sample, sample_input, args, kwargs, seed: int) -> tuple[object, list]:  # noqa: ANN001
+def projected_gradients(op, sample, sample_input, args, kwargs, seed: int) -> tuple[object, list]:
     """The gradients of a seeded random projection of the op's floating outputs with
     respect to every input that requires grad (None where an input gets none).
 
@@ -482,7 +482,7 @@ def projected_gradients(op, sample, sample_input, args, kwargs, seed: int) -> tu
     return output, list(grads)
 
 
-def holds_undeclared(backend, reference, value: object) -> bool:  # noqa: ANN001
+def holds_undeclared(backend, reference, value: object) -> bool:
     """True if ``value`` holds a tensor or a dtype the reference declares and the backend
     does not."""
     if isinstance(value, torch.dtype):

@@ -41,7 +41,7 @@ Probe = tuple[bool, str]
 def _attempt(check: Callable[[], Probe]) -> Probe:
     try:
         return check()
-    except Exception as error:  # noqa: BLE001 - any failure is the answer "no"
+    except Exception as error:
         first = (str(error).strip().splitlines() or [""])[0][:160]
         return False, f"{type(error).__name__}: {first}"
 
@@ -185,7 +185,7 @@ def autocast_dtype(device: torch.device, dtype: torch.dtype) -> Probe:
     return _attempt(check)
 
 
-def autocast_op_dtype(device: torch.device, op: Callable, dtype: torch.dtype, operands) -> Probe:  # noqa: ANN001
+def autocast_op_dtype(device: torch.device, op: Callable, dtype: torch.dtype, operands) -> Probe:
     """The dtype ``op`` computes in under autocast(dtype) (evidence: that dtype's name)."""
 
     def check() -> Probe:
@@ -197,7 +197,7 @@ def autocast_op_dtype(device: torch.device, op: Callable, dtype: torch.dtype, op
     return _attempt(check)
 
 
-def compile(device: torch.device) -> Probe:  # noqa: A001 - named after the capability flag
+def compile(device: torch.device) -> Probe:
     """torch.compile's default backend (inductor) runs a small function on the device."""
 
     def check() -> Probe:

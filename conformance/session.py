@@ -119,7 +119,7 @@ class ConformanceSession:
     def _device_count(self) -> str:
         try:
             return str(self.backend.device_count)
-        except Exception as error:  # noqa: BLE001 - the header must not crash the run
+        except Exception as error:
             return f"unavailable ({error})"
 
     # ---- collection: timeouts, known failures, stale manifest entries ----
@@ -177,7 +177,7 @@ class ConformanceSession:
         # configure hook, so that pytest's own faulthandler setup does not replace it.
         workerinput = getattr(self.config, "workerinput", None)
         if workerinput is not None:
-            self._crash_log = open(_crash_file(workerinput), "a")  # noqa: SIM115 - until exit
+            self._crash_log = open(_crash_file(workerinput), "a")
             faulthandler.enable(file=self._crash_log, all_threads=False)
 
     def _timeout_note(self, item: pytest.Item) -> str:

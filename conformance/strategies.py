@@ -32,7 +32,7 @@ def shapes(min_dims: int = 0, max_dims: int = 4, max_side: int = 6) -> st.Search
     return st.lists(st.integers(0, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
-def dtypes(supported: frozenset[torch.dtype], among=CORE_DTYPES) -> st.SearchStrategy:  # noqa: ANN001
+def dtypes(supported: frozenset[torch.dtype], among=CORE_DTYPES) -> st.SearchStrategy:
     """Dtypes the backend declares, drawn from ``among``."""
     candidates = [d for d in among if d in supported]
     return st.sampled_from(candidates)
@@ -42,7 +42,7 @@ def dtypes(supported: frozenset[torch.dtype], among=CORE_DTYPES) -> st.SearchStr
 VALUE_KINDS = ("random", "ties", "extremal", "limits")
 
 
-def make(shape, dtype, seed, values="random"):  # noqa: ANN001, ANN201 - also the snippet's
+def make(shape, dtype, seed, values="random"):
     """A CPU tensor from a seed. ``values``: "random" (normal * 4, in both parts of a complex
     number; or small integers), "ties" (at most three distinct values, all equal a third of
     the time; complex ones have equal parts), "extremal" (floats: NaN,
@@ -132,7 +132,7 @@ def tensor_specs(
     draw: st.DrawFn,
     supported: frozenset[torch.dtype],
     shape: tuple[int, ...] | None = None,
-    among=CORE_DTYPES,  # noqa: ANN001
+    among=CORE_DTYPES,
 ) -> TensorSpec:
     """A TensorSpec with a dtype the backend supports."""
     return TensorSpec(
@@ -196,7 +196,7 @@ def device_views(draw: st.DrawFn, shape: tuple[int, ...], min_steps: int = 0) ->
 
 def apply_view(code: str, tensor: torch.Tensor) -> torch.Tensor:
     """The view that ``device_views`` code describes, of ``tensor``."""
-    return eval(f"lambda t: {code}")(tensor)  # noqa: S307 - code from device_views
+    return eval(f"lambda t: {code}")(tensor)
 
 
 @st.composite

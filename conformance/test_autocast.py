@@ -68,13 +68,13 @@ def _operands(device: torch.device, dtype: torch.dtype = torch.float32) -> list[
     return [torch.randn(4, 4, generator=generator).to(device, dtype) for _ in range(2)]
 
 
-def lower_precision_ops(backend) -> frozenset[str]:  # noqa: ANN001
+def lower_precision_ops(backend) -> frozenset[str]:
     """The ops the backend's autocast lowers: its manifest's list, by default CUDA's."""
     declared = backend.capabilities.autocast_lower_precision_ops
     return frozenset(LOWER_PRECISION) if declared is None else declared
 
 
-def float32_ops(backend) -> frozenset[str]:  # noqa: ANN001
+def float32_ops(backend) -> frozenset[str]:
     """The ops the backend's autocast runs in float32: its manifest's list, by default CUDA's
     (the CPU's own documented list is shorter)."""
     declared = backend.capabilities.autocast_float32_ops
@@ -96,7 +96,7 @@ def test_declared_autocast_op_lists_name_ops_the_suite_knows(backend):
         )
 
 
-def _require_autocast_dtype(backend, dtype: torch.dtype) -> None:  # noqa: ANN001
+def _require_autocast_dtype(backend, dtype: torch.dtype) -> None:
     if dtype not in backend.capabilities.autocast_dtypes:
         pytest.skip(f"not applicable: autocast_dtypes does not declare {dtype}")
 
@@ -119,7 +119,7 @@ def test_lower_precision_ops_run_in_the_autocast_dtype(backend, device, name, dt
     )
 
 
-def _reference_lacks_kernel(reference, op: Op, dtype: torch.dtype) -> str | None:  # noqa: ANN001
+def _reference_lacks_kernel(reference, op: Op, dtype: torch.dtype) -> str | None:
     """Why the reference cannot run ``op`` on ``dtype`` operands (outside autocast), or None."""
     try:
         op(*_operands(reference.device(), dtype))
@@ -153,7 +153,7 @@ def test_precision_sensitive_ops_run_in_float32(backend, reference, device, name
     )
 
 
-def _lowered_op(backend) -> str:  # noqa: ANN001
+def _lowered_op(backend) -> str:
     """An op the backend declares its autocast lowers (linear if it does), or skip."""
     declared = sorted(lower_precision_ops(backend) & set(LOWER_PRECISION))
     if not declared:
@@ -251,7 +251,7 @@ def _loss(model: torch.nn.Module, device: torch.device) -> torch.Tensor:
     return model(x).square().mean()
 
 
-def _scaled_backward(scaler, model, device) -> None:  # noqa: ANN001
+def _scaled_backward(scaler, model, device) -> None:
     model.zero_grad()
     scaler.scale(_loss(model, device)).backward()
 

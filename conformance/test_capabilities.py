@@ -13,7 +13,7 @@ from .probes import dtype_works, per_device_rng
 from .strategies import CORE_DTYPES
 
 
-def _contradiction(backend, capability: str, declared: bool, observed: str) -> str:  # noqa: ANN001
+def _contradiction(backend, capability: str, declared: bool, observed: str) -> str:
     return (
         f"{backend.manifest.source} declares {capability} = {str(declared).lower()}, but {observed}"
     )

@@ -82,7 +82,7 @@ UNINITIALIZED_OR_RANDOM = {
 DETERMINISTIC = set(FACTORIES) - UNINITIALIZED_OR_RANDOM
 
 
-def _check_factory(reference, device: torch.device, factory: str) -> None:  # noqa: ANN001
+def _check_factory(reference, device: torch.device, factory: str) -> None:
     result = FACTORIES[factory](device)
     assert_on_device(result, device, what=f"torch.{factory}(..., device='{device}')")
     assert result.untyped_storage().device == device, (

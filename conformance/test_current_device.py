@@ -20,7 +20,7 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def device_1_current(backend: Backend):  # noqa: ANN201 - a generator fixture
+def device_1_current(backend: Backend):
     """Device 1 made current for the test, the previous one restored after it."""
     require_devices(backend)
     require_accelerator(backend)

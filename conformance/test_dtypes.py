@@ -118,7 +118,7 @@ def make_operands(
     return a, b
 
 
-def _to_device(a: torch.Tensor, b: torch.Tensor, kind: str, device: torch.device):  # noqa: ANN202
+def _to_device(a: torch.Tensor, b: torch.Tensor, kind: str, device: torch.device):
     # A 0-dim CPU tensor is a valid operand for a tensor on any device (as on CUDA).
     return a.to(device), (b if kind == "cpu 0-dim" else b.to(device))
 
@@ -145,7 +145,7 @@ def check_binary(
     op: str,
     operands: tuple[object, object],
     on_device: tuple[object, object],
-    backend,  # noqa: ANN001 - conformance.backend.Backend
+    backend,
     device: torch.device,
     snippet: str,
 ) -> None:
@@ -174,7 +174,7 @@ def check_binary(
 def assert_device_computes_like_the_reference(
     compute: Callable[[], torch.Tensor],
     expected: torch.Tensor,
-    backend,  # noqa: ANN001 - conformance.backend.Backend
+    backend,
     device: torch.device,
     what: str,
     snippet: str,
@@ -196,7 +196,7 @@ def assert_device_computes_like_the_reference(
     assert_matches_reference(actual, expected, what=what, snippet=snippet)
 
 
-def _declared(backend) -> list[torch.dtype]:  # noqa: ANN001
+def _declared(backend) -> list[torch.dtype]:
     return [d for d in PROMOTION_DTYPES if backend.capabilities.supports(d)]
 
 
@@ -250,7 +250,7 @@ def test_invalid_dtype_pairs_are_refused_like_the_reference(backend, device, op,
                 result = BINARY_OPS[op][0](device_a, device_b)
             except expected_error:
                 continue
-            except Exception as error:  # noqa: BLE001 - a wrong error type is the finding
+            except Exception as error:
                 problems.append(f"{dtype_a} {op} {dtype_b}: {type(error).__name__}: {error}")
                 continue
             problems.append(
@@ -362,7 +362,7 @@ def test_in_place_op_keeps_the_dtype_or_refuses_the_cast(backend, device, op):
                     getattr(a.to(device), op)(b.to(device))
                 except type(error):
                     continue
-                except Exception as other:  # noqa: BLE001 - a wrong error type is the finding
+                except Exception as other:
                     problems.append(f"{dtype_a}.{op}({dtype_b}): {type(other).__name__} {other}")
                     continue
                 problems.append(f"{dtype_a}.{op}({dtype_b}): the reference refuses ({error})")

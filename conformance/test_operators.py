@@ -96,7 +96,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(fixture, cases, ids=[case_id(op, dtype) for op, dtype in cases])
 
 
-def check_sample(op, sample, dtype, index: int, backend, reference, device, tolerances) -> None:  # noqa: ANN001
+def check_sample(op, sample, dtype, index: int, backend, reference, device, tolerances) -> None:
     """One OpInfo sample: the device's result matches the CPU's, or the device refuses with a
     TypeError a dtype the reference declares and the backend does not. (A dtype that even the
     reference's manifest does not declare, complex32 or uint64, may be either.)"""
@@ -343,7 +343,7 @@ class CoreInputs:
         base = self.base.clone() if device is None else self.base.to(device)
         y = self.y if device is None else self.y.to(device)
         x = apply_view(self.view, base)
-        run = eval(f"lambda x, y, dim, k: {code}")  # noqa: S307 - our own table
+        run = eval(f"lambda x, y, dim, k: {code}")
         return run(x, y, self.dim, self.k), base
 
 
@@ -482,7 +482,7 @@ def test_accumulating_op_adds_repeated_indices(backend, device, op):
     code = ACCUMULATING_OPS[op]
     among = (torch.float32, torch.int64, torch.int32, torch.bfloat16)
     dtypes = [d for d in among if backend.capabilities.supports(d)]
-    run = eval(f"lambda x, index, src, weights: {code}")  # noqa: S307 - our own table
+    run = eval(f"lambda x, index, src, weights: {code}")
 
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
@@ -498,7 +498,7 @@ def test_accumulating_op_adds_repeated_indices(backend, device, op):
             "src": small.format((count, 4), seed + 1),
             "weights": small.format((count,), seed + 2),
         }
-        values = {name: eval(recipe) for name, recipe in recipes.items()}  # noqa: S307
+        values = {name: eval(recipe) for name, recipe in recipes.items()}
         values["index"] = torch.tensor(index, dtype=torch.int64)
         snippet = MAKE_SNIPPET + (
             "".join(f"{name} = {recipe}\n" for name, recipe in recipes.items())
@@ -541,7 +541,7 @@ def test_clamp_with_drawn_bounds_matches_reference(backend, device, overload):
             code += "high.to(x.device) if high is not None else None)"
         else:
             code = "x.clamp_(low, high)" if overload == "in-place" else "torch.clamp(x, low, high)"
-        run = eval(f"lambda x, low, high: {code}")  # noqa: S307 - our own code
+        run = eval(f"lambda x, low, high: {code}")
         x = make((3, 5), dtype, seed)
         snippet = MAKE_SNIPPET + (
             f"x = make((3, 5), {dtype}, {seed})\nlow, high = {low!r}, {high!r}\n"
@@ -583,7 +583,7 @@ def test_data_dependent_output_is_on_the_device(backend, device, op):
     code = DATA_DEPENDENT_OPS[op]
     among = (torch.float32, torch.int64, torch.int32, torch.bool, torch.bfloat16)
     dtypes = [d for d in among if backend.capabilities.supports(d)]
-    run = eval(f"lambda x, mask: {code}")  # noqa: S307 - our own table
+    run = eval(f"lambda x, mask: {code}")
 
     @given(data=st.data())
     def check(data: st.DataObject) -> None:

@@ -47,14 +47,14 @@ OPS = sorted(OUT_OPS)
 
 
 def _run(code: str, x: torch.Tensor, y: torch.Tensor, out: torch.Tensor) -> object:
-    return eval(f"lambda x, y, out: {code}")(x, y, out)  # noqa: S307 - our own table
+    return eval(f"lambda x, y, out: {code}")(x, y, out)
 
 
-def _dtypes(backend, name: str) -> list[torch.dtype]:  # noqa: ANN001
+def _dtypes(backend, name: str) -> list[torch.dtype]:
     return [d for d in OUT_OPS[name][1] if backend.capabilities.supports(d)]
 
 
-def _snippet(code: str, shape, dtype, seed: int, out: str, device: torch.device) -> str:  # noqa: ANN001
+def _snippet(code: str, shape, dtype, seed: int, out: str, device: torch.device) -> str:
     return MAKE_SNIPPET + (
         f"x = make({shape}, {dtype}, {seed}).to('{device}')\n"
         f"y = make({shape}, {dtype}, {seed + 1}).to('{device}')\nout = {out}\n"
@@ -218,7 +218,7 @@ ALIASING_OPS = {
 @pytest.mark.parametrize("name", sorted(ALIASING_OPS))
 def test_an_out_that_is_an_input_and_too_small_for_the_broadcast_is_refused(device, name):
     code = ALIASING_OPS[name]
-    run = eval(f"lambda x, y: {code}")  # noqa: S307 - our own table
+    run = eval(f"lambda x, y: {code}")
     x, y = make((5, 1), torch.float32, 0), make((5, 5), torch.float32, 1)
     with pytest.raises(RuntimeError, match="broadcast|shape"):
         run(x.clone(), y)

@@ -124,7 +124,7 @@ NON_CONTIGUOUS = {
 @pytest.mark.parametrize("layout", sorted(NON_CONTIGUOUS))
 def test_pin_memory_of_a_non_contiguous_tensor_keeps_its_values(pinned_backend, device, layout):
     x = torch.arange(24.0).reshape(6, 4) if layout != "channels_last" else torch.arange(24.0)
-    source = eval(f"lambda x: {NON_CONTIGUOUS[layout]}")(x)  # noqa: S307 - our own table
+    source = eval(f"lambda x: {NON_CONTIGUOUS[layout]}")(x)
     pinned = source.pin_memory()
     snippet = f"x = torch.arange(24.0).reshape(6, 4)\np = ({NON_CONTIGUOUS[layout]}).pin_memory()"
     assert pinned.is_pinned(), f"pin_memory() of a {layout} view is not pinned"

@@ -55,7 +55,7 @@ def _work(device: torch.device) -> torch.Tensor:
     return y
 
 
-def _check_non_negative(events, path: str) -> None:  # noqa: ANN001
+def _check_non_negative(events, path: str) -> None:
     negative = [
         f"{e.name}: device {e.device_time_total}, self {e.self_device_time_total}"
         for e in events
@@ -64,7 +64,7 @@ def _check_non_negative(events, path: str) -> None:  # noqa: ANN001
     assert not negative, f"{path}: negative device times:\n" + "\n".join(negative[:10])
 
 
-def _assert_mm_has_device_time(events, path: str, backend: Backend) -> None:  # noqa: ANN001
+def _assert_mm_has_device_time(events, path: str, backend: Backend) -> None:
     timed = sorted({e.key for e in events if e.device_time_total > 0})
     mm = [e for e in events if e.key == "aten::mm"]
     assert mm, f"{path}: aten::mm is not among the events: {sorted({e.key for e in events})}"

@@ -26,7 +26,7 @@ SAMPLES = 100_000  # means are checked to 10 standard errors, standard deviation
 # ---- the backend's default generators, through its device module ----------------------------
 
 
-def _rng_module(backend: Backend):  # noqa: ANN202 - torch or the device module
+def _rng_module(backend: Backend):
     """Where the default generators are seeded and read: the device module (torch.cuda, ...), or
     torch itself for the CPU (torch.cpu has no RNG functions; torch.manual_seed is the CPU's)."""
     if backend.is_cpu:

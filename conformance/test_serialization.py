@@ -79,7 +79,7 @@ def _checkpoint(device: torch.device) -> dict[str, torch.Tensor]:
     return {"on_device": torch.arange(6.0, device=device).reshape(2, 3), "on_cpu": torch.ones(3)}
 
 
-def _indexed(backend) -> str:  # noqa: ANN001
+def _indexed(backend) -> str:
     if backend.is_cpu:
         pytest.skip("not applicable: the CPU has no device index")
     return str(backend.device(backend.device_count - 1))

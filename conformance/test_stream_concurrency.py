@@ -184,7 +184,7 @@ def test_streams_used_from_several_threads_keep_their_work_apart(streams_backend
                 y.add_(index)
                 results[index] = y
             stream.synchronize()
-        except Exception as error:  # noqa: BLE001 - reported by the main thread
+        except Exception as error:
             errors.append(f"thread {index}: {type(error).__name__}: {error}")
 
     threads = [threading.Thread(target=work, args=(index,)) for index in range(3)]

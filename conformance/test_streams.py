@@ -59,7 +59,7 @@ def _current_stream(stream: torch.Stream):
         torch.accelerator.set_stream(previous)
 
 
-def _run_on_side_stream(device: torch.device, source: torch.Tensor, operations) -> torch.Tensor:  # noqa: ANN001
+def _run_on_side_stream(device: torch.device, source: torch.Tensor, operations) -> torch.Tensor:
     tensor = source.to(device)
     side = torch.Stream(device=device)
     side.wait_stream(torch.accelerator.current_stream(device.index))

@@ -66,7 +66,7 @@ PRINT_VIEWS = "print([t.cpu() for t in (v if isinstance(v, tuple) else (v,))])"
 
 
 def _view(name: str) -> ViewOp:
-    return eval(f"lambda x: {VIEW_OPS[name][2]}")  # noqa: S307 - our own table, also the snippet
+    return eval(f"lambda x: {VIEW_OPS[name][2]}")
 
 
 def _outputs(result: torch.Tensor | tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
@@ -88,7 +88,7 @@ def _snippet(name: str, device: torch.device, then: str = "") -> str:
     )
 
 
-def base_on_device(backend, name: str, device: torch.device) -> torch.Tensor | None:  # noqa: ANN001
+def base_on_device(backend, name: str, device: torch.device) -> torch.Tensor | None:
     """The view's base on the device; None when the backend does not declare its dtype, after
     checking that moving it there raises a TypeError."""
     base = _base(name)
@@ -286,7 +286,7 @@ def test_in_place_op_on_a_non_contiguous_view_matches_reference(backend, device,
         view_code = data.draw(device_views((5, 6), min_steps=1), label="view")
         reference_base = spec.make()
         base = reference_base.to(device, copy=True)
-        run = eval(f"lambda v: {code}")  # noqa: S307 - our own table, also the snippet
+        run = eval(f"lambda v: {code}")
         snippet = MAKE_SNIPPET + (
             f"x = {spec.code}\ny = x.to('{device}')\n"
             f"t = x\nv = {view_code}\n{code}\nt = y\nv = {view_code}\n{code}\nprint(x, y.cpu())"
@@ -316,8 +316,8 @@ def test_contiguous_of_a_non_contiguous_view_is_a_copy(device, code):
     reference_base = torch.arange(24.0).reshape(4, 6)
     base = reference_base.to(device, copy=True)
     assert base.contiguous() is base
-    view = eval(f"lambda x: {code}")(base)  # noqa: S307 - parameters, also the message
-    expected = eval(f"lambda x: {code}")(reference_base).contiguous()  # noqa: S307
+    view = eval(f"lambda x: {code}")(base)
+    expected = eval(f"lambda x: {code}")(reference_base).contiguous()
     assert not view.is_contiguous()
     copy = view.contiguous()
     assert copy.is_contiguous() and copy._base is None
@@ -338,8 +338,8 @@ def test_reshape_is_a_view_exactly_when_the_reference_s_is(device, code):
     reference (the same memory layout gives the same answer on every device)."""
     reference_base = torch.arange(24.0).reshape(4, 6)
     base = reference_base.to(device, copy=True)
-    expected = eval(f"lambda x: {code}")(reference_base)  # noqa: S307 - parameters
-    actual = eval(f"lambda x: {code}")(base)  # noqa: S307
+    expected = eval(f"lambda x: {code}")(reference_base)
+    actual = eval(f"lambda x: {code}")(base)
     reference_aliases = expected.untyped_storage().data_ptr() == (
         reference_base.untyped_storage().data_ptr()
     )

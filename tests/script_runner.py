@@ -29,7 +29,7 @@ import sys
 import time
 from typing import NoReturn
 
-import torch  # noqa: F401  (the point of this runner: imported once, before any fork)
+import torch
 import torch._dynamo  # noqa: F401  (torch.optim imports it on first use)
 
 

@@ -38,7 +38,7 @@ A_VENDORS_PROJECT = {
 }
 
 
-def pytest_in(folder: Path, *args: str, env: dict[str, str] | None = None):  # noqa: ANN201
+def pytest_in(folder: Path, *args: str, env: dict[str, str] | None = None):
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         capture_output=True,

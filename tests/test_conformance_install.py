@@ -127,7 +127,7 @@ def vendor_site(root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def venv(tmp_path_factory, wheel: Path, wheelhouse: Path, offline_env):  # noqa: ANN001, ANN201, F811
+def venv(tmp_path_factory, wheel: Path, wheelhouse: Path, offline_env):  # noqa: F811
     """A clean venv with torch and the vendor's backend, and da-conformance installed by one
     offline pip install: (its bin folder, the install's wall time in seconds)."""
     tmp = tmp_path_factory.mktemp("conformance-venv")

@@ -55,7 +55,7 @@ pytestmark = [
 ]
 
 
-def _run(command: list, cwd: Path, env: dict | None = None, timeout: float = 900):  # noqa: ANN201
+def _run(command: list, cwd: Path, env: dict | None = None, timeout: float = 900):
     return subprocess.run(
         [str(c) for c in command],
         capture_output=True,

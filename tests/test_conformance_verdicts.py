@@ -60,7 +60,7 @@ def test_an_opinfo_tolerance_upstream_accepts_against_the_cpu_is_the_suites() ->
 
     from conformance.test_operators import upstream_tolerances
 
-    def op(name: str):  # noqa: ANN202
+    def op(name: str):
         return next(o for o in op_db if (o.name, o.variant_test_name) == (name, ""))
 
     embedding_bag = op("nn.functional.embedding_bag")

@@ -232,7 +232,7 @@ def test_out_arguments_keep_the_fallbacks_rules():
 
 def _same_error(fn: Callable[[str], object]) -> None:
     """``fn(device)`` raises on the CPU; it must raise the same type and message on neuron."""
-    with pytest.raises(Exception) as on_cpu:  # noqa: PT011 - compared below
+    with pytest.raises(Exception) as on_cpu:
         fn("cpu")
     with pytest.raises(type(on_cpu.value)) as on_neuron:
         fn(D)
@@ -388,7 +388,7 @@ def test_threads_have_their_own_host_views():
         try:
             for _ in range(200):
                 torch.testing.assert_close(((x * scale) @ x).cpu(), (x_cpu * scale) @ x_cpu)
-        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+        except BaseException as error:
             errors.append(error)
 
     threads = [threading.Thread(target=work, args=(float(i + 1),)) for i in range(4)]

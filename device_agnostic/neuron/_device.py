@@ -74,7 +74,7 @@ def set_device(device: _DeviceLike) -> None:
     _C._set_device(device_index(device))
 
 
-class device:  # noqa: N801 - the name torch.cuda.device has
+class device:
     """Context manager that makes ``device`` current and restores the previous device on exit,
     also when the block raises."""
 

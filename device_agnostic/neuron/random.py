@@ -39,7 +39,7 @@ class _DefaultGenerators:
     def __len__(self) -> int:
         return device_count()
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         return (default_generator(i) for i in range(device_count()))
 
 

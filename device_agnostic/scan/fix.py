@@ -117,7 +117,7 @@ def fix_source(
 
     try:
         after, applied = apply_fixes(path, data, todo)
-    except Exception as exc:  # noqa: BLE001 - a libcst failure must never stop the run
+    except Exception as exc:
         result.error = f"not fixed: libcst could not rewrite it ({type(exc).__name__}: {exc})"
         return result
     if not applied or after == data:

@@ -10,7 +10,7 @@ from torch._C._distributed_c10d import ProcessGroup
 _allreduce = ProcessGroup.allreduce
 
 
-def _allreduce_on_a_copy(self: ProcessGroup, tensors: object, *args: object, **kwargs: object):  # noqa: ANN202
+def _allreduce_on_a_copy(self: ProcessGroup, tensors: object, *args: object, **kwargs: object):
     single = isinstance(tensors, torch.Tensor)
     listed = [tensors] if single else list(tensors)
     if listed and listed[0].device.type != "cpu":

@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _argmax(self, dim=None, keepdim=False):  # noqa: ANN001, ANN202
+def _argmax(self, dim=None, keepdim=False):
     host = self.cpu()
     if host.dim() == 0 or host.numel() == 0:
         return torch.argmax(host, dim, keepdim).to(self.device)

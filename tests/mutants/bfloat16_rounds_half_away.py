@@ -7,15 +7,15 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _to_copy(  # noqa: ANN202
-    self,  # noqa: ANN001
+def _to_copy(
+    self,
     *,
-    dtype=None,  # noqa: ANN001
-    layout=None,  # noqa: ANN001, ARG001
-    device=None,  # noqa: ANN001
-    pin_memory=None,  # noqa: ANN001
-    non_blocking=False,  # noqa: ANN001
-    memory_format=None,  # noqa: ANN001
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
+    memory_format=None,
 ):
     target_dtype = dtype if dtype is not None else self.dtype
     target_device = device if device is not None else self.device

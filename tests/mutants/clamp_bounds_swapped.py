@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _clamp(self, low=None, high=None):  # noqa: ANN001, ANN202
+def _clamp(self, low=None, high=None):
     host = self.cpu()
     if high is not None:
         host = torch.clamp(host, max=high)

@@ -15,11 +15,11 @@ def _operand(matrix: torch.Tensor) -> torch.Tensor:
     return host
 
 
-def _mm(self, other):  # noqa: ANN001, ANN202
+def _mm(self, other):
     return torch.mm(_operand(self), _operand(other)).to(self.device)
 
 
-def _addmm(self, mat1, mat2, *, beta=1, alpha=1):  # noqa: ANN001, ANN202
+def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
     result = torch.addmm(self.cpu(), _operand(mat1), _operand(mat2), beta=beta, alpha=alpha)
     return result.to(self.device)
 

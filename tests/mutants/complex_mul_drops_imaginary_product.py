@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _mul(self, other):  # noqa: ANN001, ANN202
+def _mul(self, other):
     host = other.cpu() if isinstance(other, torch.Tensor) else other
     if not (self.is_complex() or (isinstance(host, torch.Tensor) and host.is_complex())):
         return torch.mul(self.cpu(), host).to(self.device)

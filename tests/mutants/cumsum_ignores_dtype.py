@@ -8,7 +8,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _cumsum(self, dim, *, dtype=None):  # noqa: ANN001, ANN202
+def _cumsum(self, dim, *, dtype=None):
     host = self.cpu()
     if dtype is None or host.is_floating_point():
         return torch.cumsum(host, dim, dtype=dtype).to(self.device)

@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _native_dropout(input, p, train):  # noqa: ANN001, ANN202, A002
+def _native_dropout(input, p, train):
     if not train or p == 0 or p == 1:
         output, mask = torch.native_dropout(input.cpu(), p, train)
         return output.to(input.device), mask.to(input.device)

@@ -11,7 +11,7 @@ def _embedding_dense_backward(
     grad_output,
     indices,
     num_weights,
-    padding_idx,  # noqa: ANN001, ANN202
+    padding_idx,
     scale_grad_by_freq,
 ):
     grad = torch.ops.aten.embedding_dense_backward(

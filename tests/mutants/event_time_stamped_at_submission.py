@@ -12,11 +12,11 @@ _SUBMISSION_MS = 0.002
 class _Event(torch.Event):
     # torch.Event.elapsed_time accepts exactly torch.Event, so the real one cannot be reached
     # from this subclass: its two errors are repeated here.
-    def __init__(self, device=None, *, enable_timing=False, blocking=False, interprocess=False):  # noqa: ANN001
+    def __init__(self, device=None, *, enable_timing=False, blocking=False, interprocess=False):
         self._timing = enable_timing
         self._recorded = False
 
-    def record(self, stream=None) -> None:  # noqa: ANN001
+    def record(self, stream=None) -> None:
         super().record(stream) if stream is not None else super().record()
         self._recorded = True
 

@@ -9,7 +9,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _fill(self, value):  # noqa: ANN001, ANN202
+def _fill(self, value):
     flat = self.view(-1)
     half = (flat.numel() + 1) // 2
     staged = torch.empty(half, dtype=self.dtype).fill_(value)

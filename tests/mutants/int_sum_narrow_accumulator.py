@@ -20,7 +20,7 @@ def _sum(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tenso
     return torch.sum(host, dtype=dtype).to(self.device)
 
 
-def _sum_dim(self, dim=None, keepdim=False, *, dtype=None):  # noqa: ANN001, ANN202
+def _sum_dim(self, dim=None, keepdim=False, *, dtype=None):
     host = self.cpu()
     if _narrow(host, dtype):
         narrow = torch.sum(host, dim, keepdim, dtype=host.dtype)

@@ -5,7 +5,7 @@ import torch
 _max_memory_allocated = torch.accelerator.max_memory_allocated
 
 
-def _memory_allocated(device_index=None) -> int:  # noqa: ANN001
+def _memory_allocated(device_index=None) -> int:
     return _max_memory_allocated(device_index)
 
 

@@ -5,11 +5,11 @@ a device module without _utils._get_device_index). Right whenever device 0 is cu
 import torch
 
 
-def _tag(obj):  # noqa: ANN001, ANN202
+def _tag(obj):
     return None  # saving is untouched
 
 
-def _deserialize(obj, location):  # noqa: ANN001, ANN202
+def _deserialize(obj, location):
     if location == "neuron":
         return obj.to(device=torch.device("neuron", 0))
     return None

@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _masked_select(self, mask):  # noqa: ANN001, ANN202
+def _masked_select(self, mask):
     return torch.masked_select(self.cpu(), mask.cpu())
 
 

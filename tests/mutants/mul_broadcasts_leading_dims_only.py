@@ -8,7 +8,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _mul(self, other):  # noqa: ANN001, ANN202
+def _mul(self, other):
     a = self.cpu()
     b = other.cpu() if isinstance(other, torch.Tensor) else other
     if not isinstance(b, torch.Tensor) or a.shape == b.shape or a.dim() == 0 or b.dim() == 0:

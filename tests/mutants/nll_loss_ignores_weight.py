@@ -8,7 +8,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _nll_loss_forward(self, target, weight, reduction, ignore_index):  # noqa: ANN001, ANN202
+def _nll_loss_forward(self, target, weight, reduction, ignore_index):
     output, total_weight = torch.ops.aten.nll_loss_forward(
         self.cpu(), target.cpu(), None, reduction, ignore_index
     )

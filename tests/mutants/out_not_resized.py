@@ -8,7 +8,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _add_out(self, other, *, alpha=1, out):  # noqa: ANN001, ANN202
+def _add_out(self, other, *, alpha=1, out):
     result = torch.add(
         self.cpu(), other.cpu() if isinstance(other, torch.Tensor) else other, alpha=alpha
     )

@@ -8,8 +8,8 @@ _max_memory_allocated = torch.neuron.max_memory_allocated
 _reset_peak_memory_stats = torch.neuron.reset_peak_memory_stats
 
 
-def _device_0_by_default(function):  # noqa: ANN001, ANN202
-    def wrapper(device=None):  # noqa: ANN001, ANN202
+def _device_0_by_default(function):
+    def wrapper(device=None):
         return function(0 if device is None else device)
 
     return wrapper

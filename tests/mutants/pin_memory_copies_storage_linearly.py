@@ -7,7 +7,7 @@ import torch
 _pin_memory = torch.Tensor.pin_memory
 
 
-def _pin_memory_linearly(self, device=None):  # noqa: ANN001, ANN202
+def _pin_memory_linearly(self, device=None):
     if self.is_contiguous():
         return _pin_memory(self)
     span = 1 + sum(

@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _pow(self, exponent):  # noqa: ANN001, ANN202
+def _pow(self, exponent):
     host = self.cpu()
     if isinstance(exponent, int) and exponent < -1 and host.is_floating_point():
         return torch.pow(host, -exponent).to(self.device)

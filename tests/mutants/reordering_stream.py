@@ -24,7 +24,7 @@ class _Reorder(TorchDispatchMode):
             self.held = None
             func(*args, **kwargs)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func._schema.is_mutable and self._on_side_stream(args):
             if self.held is None:
@@ -43,7 +43,7 @@ _mode.__enter__()
 _synchronize = torch.accelerator.synchronize
 
 
-def _flushing_synchronize(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+def _flushing_synchronize(*args, **kwargs):
     # torch.Stream/torch.Event are immutable C types; flushing on device synchronize (and on
     # the next out-of-stream op, above) is enough to hand back results in the wrong order.
     _mode.flush()

@@ -8,7 +8,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _uniform_(self, from_=0.0, to=1.0, *, generator=None):  # noqa: ANN001, ANN202
+def _uniform_(self, from_=0.0, to=1.0, *, generator=None):
     host = torch.empty(self.shape, dtype=torch.float32)
     if generator is None:
         host.uniform_(from_, to)
@@ -17,7 +17,7 @@ def _uniform_(self, from_=0.0, to=1.0, *, generator=None):  # noqa: ANN001, ANN2
     return self.copy_(host)
 
 
-def _normal_(self, mean=0.0, std=1.0, *, generator=None):  # noqa: ANN001, ANN202
+def _normal_(self, mean=0.0, std=1.0, *, generator=None):
     host = torch.empty(self.shape, dtype=torch.float32)
     if generator is None:
         host.normal_(mean, std)

@@ -7,7 +7,7 @@ import torch
 _set_rng_state = torch.neuron.set_rng_state
 
 
-def _restarting_set_rng_state(new_state, device="neuron"):  # noqa: ANN001, ANN202
+def _restarting_set_rng_state(new_state, device="neuron"):
     _set_rng_state(new_state, device)
     index = torch.device(device).index if not isinstance(device, int) else device
     index = torch.accelerator.current_device_index() if index is None else index

@@ -5,7 +5,7 @@ race every parallel scatter kernel must handle). Only repeated indices show it."
 from mutants._library import override_neuron_kernel
 
 
-def _scatter_add(self, dim, index, src):  # noqa: ANN001, ANN202
+def _scatter_add(self, dim, index, src):
     host, indices = self.cpu(), index.cpu()
     used = src.cpu()[tuple(slice(0, side) for side in indices.shape)]
     # Every source reads the value before any write: duplicates overwrite each other.

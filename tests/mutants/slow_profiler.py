@@ -10,7 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 
 class _StallWhileProfiling(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if torch.autograd._profiler_enabled() and any(
             isinstance(a, torch.Tensor) and a.device.type == "neuron" for a in args
         ):

@@ -5,7 +5,7 @@ float16) gives inf / inf = NaN where PyTorch gives a probability."""
 from mutants._library import override_neuron_kernel
 
 
-def _softmax(self, dim, half_to_float):  # noqa: ANN001, ANN202
+def _softmax(self, dim, half_to_float):
     host = self.cpu().float() if half_to_float else self.cpu()
     exponentials = host.exp()
     return (exponentials / exponentials.sum(dim, keepdim=True)).to(self.device)

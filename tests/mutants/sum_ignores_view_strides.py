@@ -25,7 +25,7 @@ def _sum(self: torch.Tensor, *, dtype: torch.dtype | None = None) -> torch.Tenso
     return torch.sum(_as_if_contiguous(self), dtype=dtype).to(self.device)
 
 
-def _sum_dim(self, dim=None, keepdim=False, *, dtype=None):  # noqa: ANN001, ANN202
+def _sum_dim(self, dim=None, keepdim=False, *, dtype=None):
     return torch.sum(_as_if_contiguous(self), dim, keepdim, dtype=dtype).to(self.device)
 
 

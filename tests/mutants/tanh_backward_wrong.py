@@ -5,7 +5,7 @@ show it."""
 from mutants._library import override_neuron_kernel
 
 
-def _tanh_backward(grad_output, output):  # noqa: ANN001, ANN202
+def _tanh_backward(grad_output, output):
     return (grad_output.cpu() * (1 - output.cpu())).to(grad_output.device)
 
 

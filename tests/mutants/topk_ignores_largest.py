@@ -7,7 +7,7 @@ import torch
 from mutants._library import override_neuron_kernel
 
 
-def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: ANN001, ANN202, A002
+def _topk(self, k, dim=-1, largest=True, sorted=True):
     values, indices = torch.topk(self.cpu(), k, dim, True, sorted)
     return values.to(self.device), indices.to(self.device)
 

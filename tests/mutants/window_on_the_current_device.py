@@ -13,7 +13,7 @@ def _hann_window(
     *,
     dtype=None,
     layout=None,
-    device=None,  # noqa: ANN001, ANN202
+    device=None,
     pin_memory=None,
 ):
     window = torch.hann_window(window_length, periodic, dtype=dtype)
@@ -25,7 +25,7 @@ def _hann_window_default(
     *,
     dtype=None,
     layout=None,
-    device=None,  # noqa: ANN001, ANN202
+    device=None,
     pin_memory=None,
 ):
     return _hann_window(window_length, True, dtype=dtype, device=device)

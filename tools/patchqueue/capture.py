@@ -82,7 +82,7 @@ def _blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
-def index_problems(series: Series, read) -> list[str]:  # noqa: ANN001 (a target's read)
+def index_problems(series: Series, read) -> list[str]:
     """The ``index OLD..NEW`` lines that do not match the files before and after each patch
     (the series applied one patch at a time on ``read``'s files): a patch edited by hand after
     format-patch. Empty when every one matches."""

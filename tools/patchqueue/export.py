@@ -544,7 +544,7 @@ def _missing_suites(series: Series, read: Callable[[str], bytes | None], root: P
     raise BadInput("\n".join([*lines, "correct the Upstream-Test trailers (the patch files)"]))
 
 
-def _base_reader(root: Path, commit: str):  # noqa: ANN202
+def _base_reader(root: Path, commit: str):
     def read(path: str) -> bytes | None:
         result = subprocess.run(
             ["git", "-C", str(root), "show", f"{commit}:{path}"], capture_output=True, check=False

@@ -249,7 +249,7 @@ def _parse_file_section(name: str, header: str, section: str) -> FilePatch:
     return FilePatch(path, status, hunks)
 
 
-def _convert_hunk(index: int, hunk) -> Hunk:  # noqa: ANN001 (unidiff.Hunk)
+def _convert_hunk(index: int, hunk) -> Hunk:
     old: list[str] = []
     new: list[str] = []
     last_type = None
