@@ -651,7 +651,7 @@ def test_sending_a_device_tensor_to_another_process_names_the_device(backend, de
     import io
     from multiprocessing.reduction import ForkingPickler
 
-    import torch.multiprocessing
+    import torch.multiprocessing  # registers torch's reductions
 
     t = torch.ones(3, device=device)
     with pytest.raises(RuntimeError) as raised:

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import NoReturn
 
-import torch
+import torch  # the point of this runner: imported once, before any fork
 import torch._dynamo  # noqa: F401  (torch.optim imports it on first use)
 
 
