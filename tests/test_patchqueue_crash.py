@@ -55,7 +55,7 @@ def cli(series: Path, *args: str, **fault: str) -> subprocess.CompletedProcess[s
 def run_here(series: Path, *args: str) -> tuple[int, str, str]:
     """The CLI in this process: (status, stdout, stderr). For the commands after a kill, which
     are not killed themselves: the tool keeps nothing between calls but what is on disk, and a
-    run here costs a tenth of a new interpreter's start (the real series has 600 points)."""
+    run here costs a tenth of a new interpreter's start (the real series has about 600 points)."""
     out, err = io.StringIO(), io.StringIO()
     saved = os.environ.get(FSYNC)
     os.environ.update(NO_FSYNC)
