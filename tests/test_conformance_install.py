@@ -52,9 +52,11 @@ WHEELHOUSE_PINS = (
     "expecttest",
     "numpy",
 )
-INSTALL_LIMIT_S = 60.0  # loose; the measured figure is in README.md
+INSTALL_LIMIT_S = 60.0  # loose; the test prints the measured figure
 # The vendor's folder: its own files only, nothing copied from the suite.
-VENDOR_AREAS = "test_capabilities or test_creation"
+# kaiser_window is left out: neuron has no kernel for it (a known failure in its packaged
+# manifest, docs/neuron.md's known gaps), and this vendor's freshly initialised manifest has none.
+VENDOR_AREAS = "(test_capabilities or test_creation) and not kaiser_window"
 
 
 def main_version() -> str:
