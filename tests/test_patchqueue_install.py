@@ -20,6 +20,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_scan_install import ok
+from test_scan_install import run as run_in
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGING = REPO / "packaging" / "patch-queue"
@@ -28,23 +30,8 @@ JUNK = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "*.egg-info")
 
 
 def run(cmd: list, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(c) for c in cmd],
-        cwd=cwd,
-        env=env if env is not None else clean_env(),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def ok(result: subprocess.CompletedProcess, code: int = 0) -> subprocess.CompletedProcess:
-    assert result.returncode == code, (
-        f"{' '.join(result.args)}: exit {result.returncode}, expected {code}\n"
-        f"--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
-    )
-    return result
+    """test_scan_install's run, in clean_env() unless an environment is given."""
+    return run_in(cmd, cwd, env if env is not None else clean_env())
 
 
 def clean_env(path: Path | None = None) -> dict[str, str]:
