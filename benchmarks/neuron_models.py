@@ -9,7 +9,7 @@ devices (torch's default differs: foreach on accelerators, off on the CPU):
   vocabulary 256, batch 4 x 64 tokens.
 - ``llama``: transformers' ``LlamaForCausalLM`` from a ``LlamaConfig`` (2 layers, 64 wide,
   4 heads, 2 key/value heads, vocabulary 256; transformers' default attention, SDPA), batch
-  4 x 64 tokens. Needs transformers (``benchmarks/requirements-models.txt``); skipped without.
+  4 x 64 tokens. Needs transformers (pinned in requirements.txt); skipped without.
 - ``resnet18``: ResNet-18 (He et al. 2015: BasicBlocks [2, 2, 2, 2], 64-512 channels, batch
   norm), written from its public definition since torchvision does not import beside torch
   2.13's wheel; 10 classes, batch 2 x 3 x 32 x 32.
@@ -397,7 +397,8 @@ def main() -> None:
             import transformers  # noqa: F401
         except ImportError:
             print(
-                "llama skipped: pip install -r benchmarks/requirements-models.txt", file=sys.stderr
+                "llama skipped: transformers is not installed (pinned in requirements.txt)",
+                file=sys.stderr,
             )
             models.remove("llama")
     torch.set_num_threads(args.threads)
