@@ -98,6 +98,13 @@ def test_a_neuron_storage_in_shared_memory_outlives_the_sender_storage() -> None
     assert received.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_a_non_leaf_neuron_tensor_that_requires_grad_is_refused_as_torch_refuses_it() -> None:
+    leaf = torch.ones(3, device="neuron", requires_grad=True)
+    with pytest.raises(RuntimeError, match="Cowardly refusing.*call detach"):
+        ForkingPickler.dumps(leaf * 2)
+    assert not leaf.is_shared()  # refused before anything moved
+
+
 def test_cpu_tensors_still_take_torchs_path() -> None:
     tensor = torch.arange(4.0)
     received = pickle.loads(ForkingPickler.dumps(tensor))

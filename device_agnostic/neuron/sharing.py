@@ -10,11 +10,14 @@ write in either process is seen by the other. The memory lives until no process 
 How: the shareable allocation is the driver's (``csrc/driver/neuron_driver_ipc.h``), whose
 handle is a file descriptor; a storage pickles as that handle (``multiprocessing``'s ``DupFd``,
 which passes it over a Unix socket), its size and its device index, and rebuilds through
-``rebuild_storage``. Tensors reuse torch's own tensor reducer, which pickles their storage and
-geometry; only the storage reducer is neuron's, registered with ``multiprocessing``'s
-``ForkingPickler`` for ``torch.UntypedStorage`` in place of torch's, to which it hands every
-storage of another device. Neuron storages always use file descriptors, whatever
-``torch.multiprocessing.get_sharing_strategy()`` says ("file_system" concerns CPU storages).
+``rebuild_storage``; a tensor pickles as its storage and geometry, rebuilt by torch's own
+``rebuild_tensor``. The reducers are registered with ``multiprocessing``'s ``ForkingPickler``
+for the classes torch registers its own for (``torch.Tensor``, ``Parameter``,
+``torch.UntypedStorage``), in their place, and hand everything not on neuron to torch's. The
+tensor reducer is neuron's too, not torch's ``reduce_tensor``: with the patch series (0026)
+torch's refuses every device it cannot share itself, naming ``tensor.cpu()``. Neuron storages
+always use file descriptors, whatever ``torch.multiprocessing.get_sharing_strategy()`` says
+("file_system" concerns CPU storages).
 
 Ordering across processes is the user's, as on CUDA: in the asynchronous mode
 (``NEURON_LAUNCH_BLOCKING=0``) call ``torch.neuron.synchronize()`` before telling another
@@ -86,16 +89,38 @@ def rebuild_storage(handle: Any, nbytes: int, device_index: int) -> torch.Untype
     return storage
 
 
+def reduce_tensor(tensor: torch.Tensor) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """The ``ForkingPickler`` reducer of tensors: a dense neuron tensor travels as its storage
+    (``reduce_storage``) and geometry, as torch sends a CPU tensor; every other tensor goes to
+    torch's reducer."""
+    if tensor.device.type != DEVICE_TYPE or tensor.layout != torch.strided or tensor.is_nested:
+        return torch_reductions.reduce_tensor(tensor)
+    if tensor.requires_grad and not tensor.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd "
+            "does not support crossing process boundaries. If you just want to transfer the "
+            "data, call detach() on the tensor before serializing (e.g., putting it on the "
+            "queue)."
+        )  # torch's own refusal, word for word
+    torch.utils.hooks.warn_if_has_hooks(tensor)
+    metadata = (tensor.storage_offset(), tensor.size(), tensor.stride(), tensor.requires_grad)
+    return (torch_reductions.rebuild_tensor, (type(tensor), tensor._typed_storage(), metadata))
+
+
 def rebuild_empty_storage(device_index: int) -> torch.UntypedStorage:
     return torch.UntypedStorage(0, device=torch.device(DEVICE_TYPE, device_index))
 
 
 def install() -> None:
-    """Register the storage reducer with ``ForkingPickler`` (and torch's typed-storage reducer
-    for torch.neuron's legacy storage classes, created after torch registered its own), and
-    make ``share_memory_()``/``is_shared()`` act on neuron storages (stock_torch.py)."""
+    """Register the reducers with ``ForkingPickler`` (and torch's typed-storage reducer for
+    torch.neuron's legacy storage classes, created after torch registered its own), and make
+    ``share_memory_()``/``is_shared()`` act on neuron storages (stock_torch.py)."""
+    from torch.nn.parameter import Parameter
+
     from . import stock_torch
 
+    for tensor_class in (torch.Tensor, Parameter, *torch._tensor_classes):
+        ForkingPickler.register(tensor_class, reduce_tensor)
     ForkingPickler.register(torch.UntypedStorage, reduce_storage)
     for storage_class in torch._storage_classes:
         if storage_class.__module__ == f"torch.{DEVICE_TYPE}":
