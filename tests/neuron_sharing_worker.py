@@ -167,6 +167,30 @@ def hogwild(processes: int, steps: int, locked: bool, optimizer: str) -> dict:
     return facts
 
 
+# ---- DataLoader workers returning neuron tensors --------------------------------------------
+
+
+class NeuronRows(torch.utils.data.Dataset):
+    """Row i is [i, i] on neuron:1, made in the worker process."""
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.full((2,), float(index), device="neuron:1")
+
+
+def dataloader_workers() -> dict:
+    loader = torch.utils.data.DataLoader(
+        NeuronRows(), batch_size=2, num_workers=2, multiprocessing_context="spawn"
+    )
+    batches = list(loader)
+    return {
+        "devices": sorted({str(batch.device) for batch in batches}),
+        "values": [batch.tolist() for batch in batches],
+    }
+
+
 SCENARIOS = {
     "queue_round_trip": queue_round_trip,
     # Each spawned child costs an interpreter and an `import torch` (~1.5 s of CPU).
@@ -174,6 +198,7 @@ SCENARIOS = {
     "hogwild_lock_free": lambda: hogwild(
         processes=3, steps=20, locked=False, optimizer="torch.optim"
     ),
+    "dataloader_workers": dataloader_workers,
 }
 
 

@@ -61,6 +61,39 @@ def test_share_memory_moves_a_neuron_storage_into_shared_memory_in_place() -> No
     assert tensor.data_ptr() == pointer
 
 
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+def test_an_out_argument_in_shared_memory_is_not_silently_reallocated() -> None:
+    a = torch.ones(4, device="neuron")
+    out = torch.zeros(4, device="neuron").share_memory_()
+    torch.add(a, a, out=out)  # same size: written in place, still shared
+    assert out.tolist() == [2.0] * 4 and out.is_shared()
+    small = torch.zeros(2, device="neuron").share_memory_()
+    with pytest.raises(RuntimeError, match="not resizable"):
+        torch.add(a, a, out=small)
+    assert small.is_shared()
+
+
+def test_share_memory_waits_for_queued_work_in_the_asynchronous_mode(run_python) -> None:
+    done = run_python(
+        """
+        import pickle
+        from multiprocessing.reduction import ForkingPickler
+        import torch
+        assert torch.neuron._C._async_enabled()
+        x = torch.zeros(1 << 20, device="neuron")
+        for _ in range(20):  # from the second call on, deferred to the stream's worker
+            x.add_(1)
+        x.share_memory_()
+        received = pickle.loads(ForkingPickler.dumps(x))
+        torch.neuron.synchronize()
+        print(received.min().item(), received.max().item())
+        """,
+        env={"NEURON_LAUNCH_BLOCKING": "0"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["20.0", "20.0"]
+
+
 def test_module_share_memory_shares_every_parameter_and_buffer() -> None:
     model = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2)).to("neuron")
     model.share_memory()
@@ -166,3 +199,40 @@ def test_hogwild_lock_free() -> None:
     facts = run_scenario("hogwild_lock_free")
     assert facts["exit_codes"] == [0, 0, 0]
     assert facts["loss_after"] < facts["loss_before"] / 100
+
+
+@pytest.mark.slow
+def test_dataloader_spawn_workers_return_neuron_tensors() -> None:
+    facts = run_scenario("dataloader_workers")
+    assert facts["devices"] == ["neuron:1"]
+    assert facts["values"] == [[[2.0 * b, 2.0 * b], [2.0 * b + 1, 2.0 * b + 1]] for b in range(3)]
+
+
+@pytest.mark.slow
+def test_on_patched_torch_neuron_tensors_still_share(run_python, tmp_path) -> None:
+    # The series' patch 0026 makes torch's reduce_tensor refuse tensors of every device but the
+    # CPU and CUDA; neuron's own reducers must still be the ones that run. The shadow is a
+    # patched copy of the installed torch's Python files (tools.patchqueue shadow), ~50 s.
+    from tools.patchqueue.series import load_series
+    from tools.patchqueue.verify import ensure_patched_shadow, installed_torch
+
+    shadow, _ = ensure_patched_shadow(
+        load_series(ROOT / "patches"), installed_torch(), tmp_path / "patched-torch"
+    )
+    done = run_python(
+        """
+        import pickle
+        from multiprocessing.reduction import ForkingPickler
+        import torch
+        from torch.multiprocessing import reductions
+        assert hasattr(reductions, "_check_shareable"), "not the patched torch"
+        x = torch.arange(4.0, device="neuron:1")
+        received = pickle.loads(ForkingPickler.dumps(x))
+        received.add_(1)
+        print(received.device, x.tolist())
+        """,
+        env={"PYTHONPATH": f"{shadow}{os.pathsep}{ROOT}"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "neuron:1 [1.0, 2.0, 3.0, 4.0]"
