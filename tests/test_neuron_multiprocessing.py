@@ -212,7 +212,7 @@ def test_dataloader_spawn_workers_return_neuron_tensors() -> None:
 def test_on_patched_torch_neuron_tensors_still_share(run_python, tmp_path) -> None:
     # The series' patch 0026 makes torch's reduce_tensor refuse tensors of every device but the
     # CPU and CUDA; neuron's own reducers must still be the ones that run. The shadow is a
-    # patched copy of the installed torch's Python files (tools.patchqueue shadow), ~50 s.
+    # patched copy of the installed torch's Python files (tools.patchqueue shadow); ~16 s in all.
     from tools.patchqueue.series import load_series
     from tools.patchqueue.verify import ensure_patched_shadow, installed_torch
 
