@@ -15,7 +15,7 @@ from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 CSRC = Path("device_agnostic", "neuron", "csrc")
-SOURCES = sorted(str(path) for path in CSRC.glob("*.cpp"))
+SOURCES = sorted(str(path) for path in CSRC.rglob("*.cpp"))
 if not SOURCES:
     raise SystemExit(f"setup.py: no C++ sources found in {CSRC}/*.cpp; nothing to build.")
 
@@ -39,6 +39,9 @@ setup(
             name="device_agnostic.neuron._C",
             sources=SOURCES,
             include_dirs=[str(CSRC.resolve())],
+            # The headers, so that an sdist carries them (setuptools ships `depends` with the
+            # sources) and a changed header rebuilds.
+            depends=sorted(str(path) for path in CSRC.rglob("*.h")),
             # C++20 is what torch 2.13's cpp_extension compiles with by default. -O2 after
             # Python's own -O3, and -g0 after its -g: debug info of torch's headers makes
             # each object ~50x larger and its compile ~30% slower (swap in -g -O0 to debug).

@@ -645,22 +645,35 @@ def test_compiling_leaves_the_accelerator_rng_alone(backend, device):
 
 
 def test_sending_a_device_tensor_to_another_process_names_the_device(backend, device):
+    """A device tensor pickled for another process (what a multiprocessing Queue does in its
+    feeder thread) either arrives as the same tensor on the same device (the backend shares
+    tensors between processes, as CUDA does through IPC) or fails at once with an error that
+    names the device and says to send tensor.cpu()."""
     require_accelerator(backend)
     if device.type == "cuda":
         pytest.skip("not applicable: torch.multiprocessing shares CUDA tensors (CUDA IPC)")
     import io
+    import pickle
     from multiprocessing.reduction import ForkingPickler
 
     import torch.multiprocessing  # registers torch's reductions
 
-    t = torch.ones(3, device=device)
-    with pytest.raises(RuntimeError) as raised:
-        ForkingPickler(io.BytesIO()).dump(t)
-    message = str(raised.value)
-    assert device.type in message and "cpu()" in message, (
-        f"pickling a {device.type} tensor for another process (what a multiprocessing Queue does "
-        f"in its feeder thread, leaving the consumer waiting) fails with: {message!r}; the error "
-        "must name the device and say to send tensor.cpu()"
+    t = torch.arange(3.0, device=device)
+    buffer = io.BytesIO()
+    try:
+        ForkingPickler(buffer).dump(t)
+    except RuntimeError as error:
+        message = str(error)
+        assert device.type in message and "cpu()" in message, (
+            f"pickling a {device.type} tensor for another process (what a multiprocessing Queue "
+            f"does in its feeder thread, leaving the consumer waiting) fails with: {message!r}; "
+            "the error must name the device and say to send tensor.cpu()"
+        )
+        return
+    received = pickle.loads(buffer.getvalue())
+    assert received.device == t.device and torch.equal(received.cpu(), t.cpu()), (
+        f"a {device.type} tensor pickled for another process arrived as {received!r} on "
+        f"{received.device}, not as the same values on {t.device}"
     )
 
 

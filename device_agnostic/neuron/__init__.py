@@ -174,6 +174,10 @@ def _register() -> None:
     from . import autograd
 
     autograd.install()
+    # torch.multiprocessing: neuron tensors shared between processes (sharing.py).
+    from . import sharing
+
+    sharing.install()
 
 
 _register()

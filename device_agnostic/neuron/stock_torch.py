@@ -7,6 +7,12 @@ the fix: the caller checks for the supported way first.
   ``0051-inductor-cpp-scheduling-device-cpu-rules.patch`` of the series (a device that registers
   ``CppScheduling`` gets the CPU's code-generation rules; ``torch._inductor.utils`` then has
   ``device_uses_cpp_backend``). ``compile.py`` calls it only when that name is missing.
+- ``share_storages_of_device``: no patch retires it yet. Stock ``UntypedStorage.share_memory_``
+  skips every device but the CPU (and meta), and ``UntypedStorage.is_shared`` answers only for
+  the CPU's shared-memory allocators and CUDA; neither asks the device's backend. The clean fix
+  is upstream's RFC pytorch/pytorch#192099 (IPC hooks on ``PrivateUse1HooksInterface``, PRs
+  #193217, #194855, #196295): there, as on CUDA, any device allocation is exportable and
+  ``share_memory_`` stays a no-op. ``sharing.py`` installs it.
 
 The autograd engine swap (``autograd.py``, backward on the calling thread) is the other
 replacement of a torch internal (``Variable._execution_engine``); it stays in its own module
@@ -17,7 +23,11 @@ would make the default, retiring it.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
+
+import torch
 
 RETIRED_BY = "0051-inductor-cpp-scheduling-device-cpu-rules.patch"
 
@@ -59,3 +69,38 @@ def treat_as_cpu_in_inductor(device_type: str) -> None:
     scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
     for module in (utils, common, scheduler, mm_common):
         module.get_current_backend = get_current_backend
+
+
+def share_storages_of_device(
+    device_type: str,
+    share: Callable[[torch.UntypedStorage], None],
+    is_shared: Callable[[torch.UntypedStorage], bool],
+) -> None:
+    """Make ``torch.UntypedStorage.share_memory_`` and ``is_shared`` call ``share`` and
+    ``is_shared`` for storages of ``device_type`` (every other storage keeps torch's methods).
+
+    ``Tensor.share_memory_()``, ``Module.share_memory()`` and ``Tensor.is_shared()`` reach the
+    device through these two methods (via ``TypedStorage``); stock torch makes the first a
+    silent no-op and the second False for a PrivateUse1 storage. Idempotent.
+    """
+    stock_share_memory_ = torch.UntypedStorage.share_memory_
+    stock_is_shared = torch.UntypedStorage.is_shared
+    if getattr(stock_share_memory_, "_shared_device_type", None) == device_type:
+        return
+
+    @functools.wraps(stock_share_memory_)
+    def share_memory_(self: torch.UntypedStorage, *args: Any, **kwargs: Any):
+        if self.device.type == device_type:
+            share(self)
+            return self
+        return stock_share_memory_(self, *args, **kwargs)
+
+    @functools.wraps(stock_is_shared)
+    def storage_is_shared(self: torch.UntypedStorage) -> bool:
+        if self.device.type == device_type:
+            return is_shared(self)
+        return stock_is_shared(self)
+
+    share_memory_._shared_device_type = device_type  # type: ignore[attr-defined]
+    torch.UntypedStorage.share_memory_ = share_memory_
+    torch.UntypedStorage.is_shared = storage_is_shared

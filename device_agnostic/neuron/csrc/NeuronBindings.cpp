@@ -41,6 +41,10 @@ int64_t allocate_from_native_threads(int device, int64_t nbytes, int threads, in
 }
 
 } // namespace
+
+// NeuronSharing.cpp: storages shared between processes.
+void register_sharing_bindings(py::module_& m);
+
 } // namespace neuron
 
 PYBIND11_MODULE(_C, m) {
@@ -89,4 +93,5 @@ PYBIND11_MODULE(_C, m) {
         "The neuron process-group backend over `host_backend` (a ProcessGroupGloo).");
   m.def("_process_group_host_alias", &process_group_host_alias,
         "The CPU tensor aliasing a neuron tensor's bytes that the process group hands gloo.");
+  register_sharing_bindings(m);
 }

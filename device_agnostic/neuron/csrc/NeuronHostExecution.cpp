@@ -202,11 +202,13 @@ std::optional<c10::Storage> HostViews::device_storage_of(
 c10::Storage HostViews::wrap(c10::StorageImpl* device_storage) {
   void* data = device_storage->mutable_data();
   // Resizable through the host-execution allocator: a kernel that grows an
-  // out= argument gets device memory, which sync_mutated() adopts.
+  // out= argument gets device memory, which sync_mutated() adopts. Unless the
+  // device storage is not (shared memory, NeuronSharing.cpp): the kernel's
+  // resize then fails as resize_ does, instead of unsharing it.
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
       c10::StorageImpl::use_byte_size_t(), device_storage->nbytes(),
       c10::DataPtr(data, data, &no_delete, c10::Device(c10::DeviceType::CPU)),
-      &g_host_execution_allocator, /*resizable=*/true));
+      &g_host_execution_allocator, /*resizable=*/device_storage->resizable()));
 }
 
 at::Tensor HostViews::make_view(const at::Tensor& like, c10::Storage storage) {
