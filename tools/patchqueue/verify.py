@@ -598,7 +598,9 @@ def verify_series(
     real.check_base(series.base)
     refuse_overlaid(real)
     before = hash_files(real.torch_dir, series)
-    not_applicable = {p.name: openreg_not_applicable(p) for p in series.patches}
+    not_applicable = {  # read (and refused when malformed) before the long runs
+        p.name: openreg_not_applicable(p) if openreg is not None else None for p in series.patches
+    }
     lint = lint_series(series, real)
     if keep is not None:
         root = Path(keep).resolve()
@@ -617,7 +619,7 @@ def verify_series(
                 p.name,
                 p.subject,
                 lint=lint[p.name],
-                openreg_not_applicable=not_applicable[p.name] if openreg is not None else None,
+                openreg_not_applicable=not_applicable[p.name],
             )
             for p in series.patches
         ]
