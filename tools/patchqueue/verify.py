@@ -49,7 +49,7 @@ from tools.patchqueue.lint import FileLint, lint_series
 from tools.patchqueue.overlay import apply_overlay, load_state, series_record
 from tools.patchqueue.series import Patch, Series
 from tools.patchqueue.targets import InstalledTorch
-from tools.patchqueue.testrun import Run, WarmRunners, run_test_file
+from tools.patchqueue.testrun import Run, WarmRunners, failing_class, is_mock, run_test_file
 
 DEFAULT_TIMEOUT = 300.0
 # Run in the shadow's interpreter: where torch comes from, whether neuron loaded, and which
@@ -301,12 +301,6 @@ def openreg_not_applicable(patch: Patch) -> str | None:
     return why
 
 
-def _is_mock(failing: str) -> bool:
-    """Whether a failing test belongs to a ``...Mock`` class (the series' name for a test that
-    pretends a trait rather than running on the process's device)."""
-    return _test_class(failing).endswith("Mock")
-
-
 def openreg_cell(tests: list[TestResult], not_applicable: str | None = None) -> str:
     """The "fails before on OpenReg" column: how the OpenReg runs went, or why there are none.
 
@@ -322,8 +316,8 @@ def openreg_cell(tests: list[TestResult], not_applicable: str | None = None) -> 
     passes = all(p is not None and p.outcome == "passed" for _, p in runs)
     if not fails:
         before = "no: " + "; ".join(s.summary for s, _ in runs)  # type: ignore[union-attr]
-    elif failing and all(_is_mock(name) for name in failing):
-        classes = ", ".join(sorted({_test_class(name) for name in failing}))
+    elif failing and all(is_mock(name) for name in failing):
+        classes = ", ".join(sorted({failing_class(name) for name in failing}))
         before = f"mocks only ({len(failing)}): {classes}"
     else:
         before = f"fails ({len(failing)})"
@@ -355,7 +349,7 @@ class PatchVerdict:
         patched = "; ".join(t.patched_neuron.summary for t in self.tests)
         failing = self.without_neuron_failures()
         if failing:
-            classes = sorted({_test_class(name) for name in failing})
+            classes = sorted({failing_class(name) for name in failing})
             ci = f"fails ({len(failing)}): " + ", ".join(classes)
         else:
             ci = "no: " + "; ".join(t.stock_cpu.summary for t in self.tests)
@@ -367,13 +361,6 @@ class PatchVerdict:
     def _lint_cell(self) -> str:
         dirty = [f.path for f in self.lint if not f.clean]
         return "clean" if not dirty else "dirty: " + ", ".join(dirty)
-
-
-def _test_class(failing: str) -> str:
-    """``TestXMock`` for ``FAIL: TestXMock.test_y`` (the class names the mock or device)."""
-    test_id = failing.split(": ", 1)[-1]
-    parts = test_id.split(".")
-    return parts[-2] if len(parts) >= 2 else test_id
 
 
 def _judge(verdict: PatchVerdict) -> None:
