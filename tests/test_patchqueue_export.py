@@ -501,3 +501,64 @@ def test_an_upstream_test_suite_missing_from_the_checkout_names_the_closest(
     assert (
         "the closest existing path is test/distributed/checkpoint/test_state_dict_utils.py" in err
     )
+
+
+def _openreg_report(patch_name: str, openreg_failing: list[str]) -> dict:
+    """A verify JSON record of one test file whose stock OpenReg run fails ``openreg_failing``
+    (the CPU run fails its mock, both pass after)."""
+
+    def run_(outcome: str, summary: str, failing: list[str]) -> dict:
+        return {"outcome": outcome, "summary": summary, "failing": failing}
+
+    passed = run_("passed", "OK (3 passed, 0 skipped)", [])
+    return {
+        "torch": "2.13.0+cpu",
+        "patches": [
+            {
+                "patch": patch_name,
+                "verdict": "proven",
+                "tests": [
+                    {
+                        "file": "test/test_amp_gradscaler_default_device.py",
+                        "stock_neuron": run_("failed", "FAILED (failures=2)", []),
+                        "patched_neuron": passed,
+                        "stock_cpu": run_(
+                            "failed",
+                            "FAILED (failures=1)",
+                            ["FAIL: TestGradScalerDefaultDeviceMock.test_default_device"],
+                        ),
+                        "patched_cpu": passed,
+                        "stock_openreg": run_(
+                            "failed", f"FAILED (failures={len(openreg_failing)})", openreg_failing
+                        ),
+                        "patched_openreg": passed,
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _fails_before(body: str) -> str:
+    return body.split("Fails before the fix on:\n", 1)[1].split("\n\n", 1)[0]
+
+
+def test_a_body_names_openreg_as_failing_only_when_its_device_fails() -> None:
+    """A mock fails on any build: when only ...Mock classes failed on OpenReg, the body must not
+    list OpenReg among the devices the test fails on, and says that only its mocks failed."""
+    patch = parse_patch(PATCHES / "0001-amp-gradscaler-default-device.patch")
+    mocks = ["FAIL: TestGradScalerDefaultDeviceMock.test_default_device"] * 2
+    body = body_markdown(patch, _openreg_report(patch.name, mocks))
+    assert "OpenReg" not in _fails_before(body)
+    assert (
+        "On OpenReg, PyTorch's in-tree PrivateUse1 test backend, only mock classes fail before "
+        "the fix (2 tests: `TestGradScalerDefaultDeviceMock`); a mock fails on any build, so "
+        "this is no failure of the OpenReg device"
+    ) in body
+    device = [*mocks, "FAIL: TestGradScalerDefaultDevicePRIVATEUSE1.test_step_openreg"]
+    body = body_markdown(patch, _openreg_report(patch.name, device))
+    assert (
+        "- the OpenReg device (PyTorch's in-tree PrivateUse1 test backend): "
+        "`TestGradScalerDefaultDevicePRIVATEUSE1`"
+    ) in _fails_before(body)
+    assert "only mock classes fail" not in body

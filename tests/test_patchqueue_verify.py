@@ -18,8 +18,17 @@ from tools.patchqueue.cli import DEFAULT_SERIES, main
 from tools.patchqueue.errors import BadInput
 from tools.patchqueue.series import Base, FilePatch, Hunk, Patch, Series, load_series
 from tools.patchqueue.targets import InstalledTorch
-from tools.patchqueue.testrun import WarmRunners, run_test_file
-from tools.patchqueue.verify import build_shadow, ensure_patched_shadow, verify_series
+from tools.patchqueue.testrun import Run, WarmRunners, run_test_file
+from tools.patchqueue.verify import (
+    PatchVerdict,
+    _judge,
+    build_shadow,
+    ensure_patched_shadow,
+    openreg_cell,
+    openreg_not_applicable,
+    verify_series,
+)
+from tools.patchqueue.verify import TestResult as FileResult  # not a pytest class
 
 
 def touched_hashes(series_dir: Path) -> dict[str, str | None]:
@@ -413,3 +422,141 @@ def test_verify_runs_the_openreg_tests_stock_and_patched(tmp_path: Path, capsys)
     assert any("openreg" in name.lower() for name in test["stock_openreg"]["failing"])
     assert test["patched_openreg"]["outcome"] == "passed", test["patched_openreg"]
     assert "fails before on OpenReg" in out and "fails (1), passes after" in out
+
+
+def _run(outcome: str, failing: tuple[str, ...] = ()) -> Run:
+    summary = (
+        "OK (1 passed, 0 skipped)" if outcome == "passed" else f"FAILED (failures={len(failing)})"
+    )
+    return Run(outcome, 0 if outcome == "passed" else 1, 1, 0, 1.0, summary, list(failing))
+
+
+def _openreg_result(stock: Run, patched: Run) -> FileResult:
+    passed = _run("passed")
+    cpu_failure = _run("failed", ("FAIL: TestXMock.test_x",))
+    return FileResult("test/test_x.py", _run("failed", ("FAIL: TestX.test_x",)), passed,
+                      cpu_failure, passed, stock, patched)  # fmt: skip
+
+
+def test_the_openreg_column_tells_device_failures_mocks_and_a_stock_pass_apart() -> None:
+    """The column shows a failure of the device's tests, a failure of ...Mock classes only (which
+    fail on any build) with their classes, a stock pass (no proof, a reason: not proven) and a
+    patch that declared why its tests cannot run there."""
+    passed = _run("passed")
+    device = _run("failed", ("FAIL: TestX.test_a_openreg", "FAIL: TestXMock.test_b"))
+    assert openreg_cell([_openreg_result(device, passed)]) == "fails (2), passes after"
+    mocks = _run("failed", ("FAIL: TestXMock.test_a", "ERROR: TestYMock.test_b"))
+    assert openreg_cell([_openreg_result(mocks, passed)]) == (
+        "mocks only (2): TestXMock, TestYMock, passes after"
+    )
+    assert openreg_cell([_openreg_result(device, device)]) == "fails (2), NOT passing after"
+    assert openreg_cell([], "needs the neuron backend") == (
+        "not applicable: needs the neuron backend"
+    )
+    verdict = PatchVerdict("0001-x.patch", "[x] X", tests=[_openreg_result(passed, passed)])
+    _judge(verdict)
+    assert verdict.cells()[3] == "no: OK (1 passed, 0 skipped), passes after"
+    assert verdict.verdict == "failed"
+    assert any("does not fail before on OpenReg" in r for r in verdict.reasons), verdict.reasons
+    proven = PatchVerdict("0001-x.patch", "[x] X", tests=[_openreg_result(device, passed)])
+    _judge(proven)
+    assert proven.verdict == "proven", proven.reasons
+
+
+def _patch_with_trailers(tmp_path: Path, trailers: str) -> Patch:
+    path = tmp_path / "0001-x.patch"
+    path.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Test <test@example.com>\nDate: Fri, 4 Dec 2026 23:00:51 +0000\n"
+        f"Subject: [x] X\n\nWhy.\n\nBug: none\n{trailers}---\n"
+    )
+    return Patch(path.name, path, "0" * 64, "[x] X", ())
+
+
+def test_an_openreg_trailer_must_say_not_applicable_and_why(tmp_path: Path) -> None:
+    assert openreg_not_applicable(_patch_with_trailers(tmp_path, "")) is None
+    reason = "OpenReg: not applicable: the test needs the neuron backend\n"
+    assert openreg_not_applicable(_patch_with_trailers(tmp_path, reason)) == (
+        "the test needs the neuron backend"
+    )
+    for bad in ("OpenReg: skip\n", "OpenReg: not applicable:\n", reason + reason):
+        with pytest.raises(BadInput, match="OpenReg: not applicable: <why"):
+            openreg_not_applicable(_patch_with_trailers(tmp_path, bad))
+
+
+def _marker_test(marker: str, body: str) -> str:
+    return f"""\
+# Owner(s): ["module: amp"]
+
+import torch
+from torch.testing._internal.common_utils import run_tests, TestCase
+
+
+class TestMarker(TestCase):
+    def test_marker(self):
+        accelerator = torch.accelerator.current_accelerator()
+{body}
+        x = torch.ones(1, device=accelerator or "cpu")
+        self.assertEqual(x.device.type, getattr(accelerator, "type", "cpu"))
+        self.assertTrue(getattr(torch.amp.grad_scaler, "{marker}", False))
+
+
+if __name__ == "__main__":
+    run_tests()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.patch_verify
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    not OPENREG_PYTHON.exists(), reason="no OpenReg environment (see docs/patch-queue.md)"
+)
+def test_verify_runs_every_test_on_openreg_and_shows_a_failed_proof(tmp_path: Path, capsys) -> None:
+    """Every patch's test runs on OpenReg, not only device-type tests: one that takes the current
+    accelerator fails before there and passes after; one that passes before on OpenReg is shown
+    as no proof there (and the patch is not proven); one whose patch says `OpenReg: not
+    applicable: <why>` is not run there and the column gives the reason."""
+    scaler = "torch/amp/grad_scaler.py"
+    skip_on_openreg = '        if accelerator is not None and accelerator.type == "openreg":\n'
+    skip_on_openreg += "            return\n"
+    fail_on_openreg = '        self.assertNotEqual(getattr(accelerator, "type", None), "openreg")\n'
+    commits = [
+        (subject, {scaler: ("class GradScaler:\n", f"{marker} = True\n\n\nclass GradScaler:\n")},
+         {f"test/test_{marker.lower()}.py": _marker_test(marker, body)})
+        for subject, marker, body in (
+            ("[amp] A marker the current accelerator's test checks", "MARKER_A", ""),
+            ("[amp] A marker whose test passes on OpenReg before", "MARKER_B", skip_on_openreg),
+            ("[amp] A marker whose test cannot run on OpenReg\n\nIt refuses OpenReg.\n\n"
+             "OpenReg: not applicable: the test refuses OpenReg", "MARKER_C", fail_on_openreg),
+        )
+    ]  # fmt: skip
+    series = series_against_installed_torch(tmp_path, [scaler], commits)
+    report_file = tmp_path / "verify.json"
+    status = main(["verify", "--series", str(series), "--json", str(report_file),
+                   "--openreg", str(OPENREG_PYTHON)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert status == 1, out + err
+    current, passes_before, not_applicable = json.loads(report_file.read_text())["patches"]
+    (test,) = current["tests"]
+    assert test["stock_openreg"]["failing"] == ["FAIL: TestMarker.test_marker"], test
+    assert test["patched_openreg"]["outcome"] == "passed", test["patched_openreg"]
+    assert current["verdict"] == "proven", current["reasons"]
+    (test,) = passes_before["tests"]
+    assert test["stock_openreg"]["outcome"] == "passed", test["stock_openreg"]
+    assert passes_before["verdict"] == "failed"
+    assert any("does not fail before on OpenReg" in r for r in passes_before["reasons"])
+    (test,) = not_applicable["tests"]
+    assert test["stock_openreg"] is None and test["patched_openreg"] is None
+    assert not_applicable["openreg_not_applicable"] == "the test refuses OpenReg"
+    assert not_applicable["verdict"] == "proven", not_applicable["reasons"]
+    column = [
+        [cell.strip() for cell in line.split("|")][5]
+        for line in out.splitlines()
+        if line.startswith("| 000")
+    ]
+    assert column == [
+        "fails (1), passes after",
+        "no: OK (1 passed, 0 skipped), passes after",
+        "not applicable: the test refuses OpenReg",
+    ], out

@@ -161,9 +161,10 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--openreg",
         metavar="PYTHON",
-        help="also run each test file that has tests for the OpenReg device in the environment "
-        "of PYTHON (one whose torch, the series' base, has PyTorch's OpenReg backend installed), "
-        "stock and with the series: the column 'fails before on OpenReg'",
+        help="also run every patch's test files in the environment of PYTHON (one whose torch, "
+        "the series' base, has PyTorch's OpenReg backend installed), stock and with the series: "
+        "the column 'fails before on OpenReg' (a patch with an 'OpenReg: not applicable: <why>' "
+        "trailer shows its reason instead)",
     )
     sub = commands.add_parser(
         "lint",

@@ -38,6 +38,7 @@ from tools.patchqueue.gitqueue import _branch_exists, _git, am_output, git_dir, 
 from tools.patchqueue.lint import lint_texts
 from tools.patchqueue.pyfmt import Finding
 from tools.patchqueue.series import Base, Patch, Series
+from tools.patchqueue.testrun import failing_class, is_mock
 
 BRANCH_PREFIX = "device-agnostic/"
 REVIEWER_PLACEHOLDER = "<fill in before opening the PR>"
@@ -377,12 +378,31 @@ def _devices(patch: Patch, verify: object | None) -> str:
             + ", ".join(f"`{name}`" for name in without)
             + " (a class named ...Mock pretends the trait it names; see its docstring)"
         )
-    if failed("stock_openreg"):
-        lines.append("- OpenReg, PyTorch's in-tree PrivateUse1 test backend")
+    # A ...Mock class fails on any build: OpenReg is named only when a test of its device fails.
+    openreg = [
+        str(name)
+        for t in tests
+        if isinstance(t, dict) and (t.get("stock_openreg") or {}).get("outcome") == "failed"
+        for name in t["stock_openreg"].get("failing") or []
+    ]
+    mocks_only = bool(openreg) and all(is_mock(name) for name in openreg)
+    if failed("stock_openreg") and not mocks_only:
+        on_device = sorted({failing_class(name) for name in openreg if not is_mock(name)})
+        lines.append(
+            "- the OpenReg device (PyTorch's in-tree PrivateUse1 test backend)"
+            + (": " + ", ".join(f"`{name}`" for name in on_device) if on_device else "")
+        )
     if failed("stock_neuron"):
         lines.append("- a PrivateUse1 backend (the out-of-tree reference backend `neuron`)")
     if len(lines) == 1:
         lines.append("- nothing: the test does not fail before the fix (not ready)")
+    if mocks_only:
+        classes = ", ".join(f"`{name}`" for name in sorted({failing_class(n) for n in openreg}))
+        lines.append(
+            f"\nOn OpenReg, PyTorch's in-tree PrivateUse1 test backend, only mock classes fail "
+            f"before the fix ({len(openreg)} test{'s' if len(openreg) != 1 else ''}: {classes}); "
+            "a mock fails on any build, so this is no failure of the OpenReg device."
+        )
     return "\n".join(lines)
 
 

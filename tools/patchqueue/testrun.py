@@ -58,6 +58,20 @@ class Run:
     tail: str = ""
 
 
+def failing_class(failing: str) -> str:
+    """``TestXMock`` for a failing entry ``FAIL: TestXMock.test_y`` (the class names the mock or
+    the device)."""
+    test_id = failing.split(": ", 1)[-1]
+    parts = test_id.split(".")
+    return parts[-2] if len(parts) >= 2 else test_id
+
+
+def is_mock(failing: str) -> bool:
+    """Whether a failing entry belongs to a ``...Mock`` class (the series' name for a test that
+    pretends a trait rather than running on the process's device: it fails on any build)."""
+    return failing_class(failing).endswith("Mock")
+
+
 def classify(returncode: int, text: str, seconds: float) -> Run:
     """The Run of a test file that exited with ``returncode`` after printing ``text``."""
     ran_match = _RAN_RE.search(text)

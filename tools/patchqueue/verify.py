@@ -44,11 +44,12 @@ from pathlib import Path
 
 from tools.patchqueue.engine import plan_series
 from tools.patchqueue.errors import BadInput, PatchQueueError
+from tools.patchqueue.export import parse_message
 from tools.patchqueue.lint import FileLint, lint_series
 from tools.patchqueue.overlay import apply_overlay, load_state, series_record
 from tools.patchqueue.series import Patch, Series
 from tools.patchqueue.targets import InstalledTorch
-from tools.patchqueue.testrun import Run, WarmRunners, run_test_file
+from tools.patchqueue.testrun import Run, WarmRunners, failing_class, is_mock, run_test_file
 
 DEFAULT_TIMEOUT = 300.0
 # Run in the shadow's interpreter: where torch comes from, whether neuron loaded, and which
@@ -276,34 +277,50 @@ class TestResult:
     patched_openreg: Run | None = None
 
 
-# A patch's test file runs on OpenReg when it instantiates device-type tests (their PrivateUse1
-# variant is the "openreg" one in OpenReg's interpreter) or names the device itself (a test
-# written for OpenReg's tests/ folder).
-_OPENREG_MARKERS = ("instantiate_device_type_tests(", '"openreg"', "'openreg'")
+# Every test file of a patch runs on OpenReg: the series' tests take their device from the
+# process (a device-type test's PrivateUse1 variant, the current accelerator, the PrivateUse1
+# backend's name, all "openreg" in OpenReg's interpreter) or need none, so OpenReg's process runs
+# them as it is. A patch whose tests cannot run there says why in this trailer instead.
+OPENREG_TRAILER = "OpenReg"
+_NOT_APPLICABLE = "not applicable:"
 
 
-def runs_on_openreg(source: str) -> bool:
-    """Whether a test file has tests for the OpenReg device (see ``_OPENREG_MARKERS``)."""
-    return any(marker in source for marker in _OPENREG_MARKERS)
+def openreg_not_applicable(patch: Patch) -> str | None:
+    """The reason of a patch's ``OpenReg: not applicable: <why>`` trailer, or None (its tests
+    run on OpenReg). BadInput for an ``OpenReg:`` trailer of any other form."""
+    values = parse_message(patch).values(OPENREG_TRAILER)
+    if not values:
+        return None
+    value = values[0]
+    why = value[len(_NOT_APPLICABLE) :].strip() if value.startswith(_NOT_APPLICABLE) else ""
+    if len(values) > 1 or not why:
+        raise BadInput(
+            f"{patch.name}: the trailer {OPENREG_TRAILER}: {value!r} must be given once as "
+            f"'{OPENREG_TRAILER}: {_NOT_APPLICABLE} <why its tests cannot run on OpenReg>'"
+        )
+    return why
 
 
-def openreg_cell(tests: list[TestResult]) -> str:
-    """The "fails before on OpenReg" column: how the OpenReg runs went, or why there are none."""
+def openreg_cell(tests: list[TestResult], not_applicable: str | None = None) -> str:
+    """The "fails before on OpenReg" column: how the OpenReg runs went, or why there are none.
+
+    A stock failure of ``...Mock`` classes only is shown as such, with the classes: it is the
+    mock's failure, which fails on any build, not one of the OpenReg device."""
+    if not_applicable is not None:
+        return f"not applicable: {not_applicable}"
     runs = [(t.stock_openreg, t.patched_openreg) for t in tests if t.stock_openreg is not None]
     if not runs:
         return "-"
     failing = [name for stock, _ in runs for name in stock.failing]  # type: ignore[union-attr]
     fails = all(stock.outcome == "failed" for stock, _ in runs)  # type: ignore[union-attr]
     passes = all(p is not None and p.outcome == "passed" for _, p in runs)
-    before = (
-        f"fails ({len(failing)})"
-        if fails
-        else "no: "
-        + "; ".join(
-            s.summary
-            for s, _ in runs  # type: ignore[union-attr]
-        )
-    )
+    if not fails:
+        before = "no: " + "; ".join(s.summary for s, _ in runs)  # type: ignore[union-attr]
+    elif failing and all(is_mock(name) for name in failing):
+        classes = ", ".join(sorted({failing_class(name) for name in failing}))
+        before = f"mocks only ({len(failing)}): {classes}"
+    else:
+        before = f"fails ({len(failing)})"
     return before + (", passes after" if passes else ", NOT passing after")
 
 
@@ -317,6 +334,7 @@ class PatchVerdict:
     reasons: list[str] = field(default_factory=list)
     tests: list[TestResult] = field(default_factory=list)
     lint: list[FileLint] = field(default_factory=list)
+    openreg_not_applicable: str | None = None  # the reason its tests do not run on OpenReg
 
     def without_neuron_failures(self) -> list[str]:
         """The tests that fail on stock torch without neuron: the CI-device or mock proof."""
@@ -325,29 +343,24 @@ class PatchVerdict:
     def cells(self) -> tuple[str, ...]:
         """The table's columns after the patch's name (see Report.table)."""
         if not self.tests:
-            return "-", "-", "-", "-", "-", self._lint_cell(), self.verdict
+            openreg = openreg_cell([], self.openreg_not_applicable)
+            return "-", "-", "-", openreg, "-", self._lint_cell(), self.verdict
         stock = "; ".join(t.stock_neuron.summary for t in self.tests)
         patched = "; ".join(t.patched_neuron.summary for t in self.tests)
         failing = self.without_neuron_failures()
         if failing:
-            classes = sorted({_test_class(name) for name in failing})
+            classes = sorted({failing_class(name) for name in failing})
             ci = f"fails ({len(failing)}): " + ", ".join(classes)
         else:
             ci = "no: " + "; ".join(t.stock_cpu.summary for t in self.tests)
         cpu_ok = all(t.patched_cpu.outcome == "passed" for t in self.tests)
         cpu = "pass" if cpu_ok else "; ".join(t.patched_cpu.summary for t in self.tests)
-        return stock, patched, ci, openreg_cell(self.tests), cpu, self._lint_cell(), self.verdict
+        openreg = openreg_cell(self.tests, self.openreg_not_applicable)
+        return stock, patched, ci, openreg, cpu, self._lint_cell(), self.verdict
 
     def _lint_cell(self) -> str:
         dirty = [f.path for f in self.lint if not f.clean]
         return "clean" if not dirty else "dirty: " + ", ".join(dirty)
-
-
-def _test_class(failing: str) -> str:
-    """``TestXMock`` for ``FAIL: TestXMock.test_y`` (the class names the mock or device)."""
-    test_id = failing.split(": ", 1)[-1]
-    parts = test_id.split(".")
-    return parts[-2] if len(parts) >= 2 else test_id
 
 
 def _judge(verdict: PatchVerdict) -> None:
@@ -379,7 +392,11 @@ def _judge(verdict: PatchVerdict) -> None:
         if t.stock_openreg is None or t.patched_openreg is None:
             continue
         if t.stock_openreg.outcome != "failed":
-            reasons.append(f"{t.file}: does not fail before on OpenReg ({t.stock_openreg.summary})")
+            reasons.append(
+                f"{t.file}: does not fail before on OpenReg ({t.stock_openreg.summary}); a test "
+                f"that cannot run there: say why in an `{OPENREG_TRAILER}: {_NOT_APPLICABLE} "
+                "<why>` trailer"
+            )
         if t.patched_openreg.outcome != "passed":
             reasons.append(f"{t.file}: does not pass on OpenReg with the series "
                            f"({t.patched_openreg.summary})")  # fmt: skip
@@ -524,10 +541,7 @@ def _run_openreg(
     work = root / "cwd-openreg"  # no torch_openreg/ folder here: it would shadow the package
     work.mkdir()
     todo = [
-        (t, shadow / t.file)
-        for v in verdicts
-        for t in v.tests
-        if runs_on_openreg((shadow / t.file).read_text(encoding="utf-8"))
+        (t, shadow / t.file) for v in verdicts if v.openreg_not_applicable is None for t in v.tests
     ]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = [
@@ -559,7 +573,8 @@ def verify_series(
 
     With ``openreg`` (the python of an environment whose torch has OpenReg, PyTorch's in-tree
     PrivateUse1 test backend, installed: ``import torch`` autoloads it), every test file that
-    runs on OpenReg (:func:`runs_on_openreg`) also runs there, stock and with the series (a
+    runs on OpenReg (all but those of a patch with an ``OpenReg: not applicable: <why>``
+    trailer, :func:`openreg_not_applicable`) also runs there, stock and with the series (a
     shadow of that torch), fresh: the "fails before on OpenReg" column.
 
     Raises BadInput when the installed torch is not the base or already carries an overlay, or
@@ -570,6 +585,9 @@ def verify_series(
     real.check_base(series.base)
     refuse_overlaid(real)
     before = hash_files(real.torch_dir, series)
+    not_applicable = {  # read (and refused when malformed) before the long runs
+        p.name: openreg_not_applicable(p) if openreg is not None else None for p in series.patches
+    }
     lint = lint_series(series, real)
     if keep is not None:
         root = Path(keep).resolve()
@@ -583,7 +601,15 @@ def verify_series(
         probe = patched_shadow(series, real, root)
         work = root / "cwd"
         work.mkdir()
-        verdicts = [PatchVerdict(p.name, p.subject, lint=lint[p.name]) for p in series.patches]
+        verdicts = [
+            PatchVerdict(
+                p.name,
+                p.subject,
+                lint=lint[p.name],
+                openreg_not_applicable=not_applicable[p.name],
+            )
+            for p in series.patches
+        ]
         jobs_list = []
         for verdict, patch in zip(verdicts, series.patches, strict=True):
             for test in _test_files(patch):
