@@ -797,11 +797,22 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // conj_physical_ has only a CompositeExplicitAutograd kernel, which calls
-  // the conj DispatchStub for self's device type: on neuron an internal
-  // assert ("DispatchStub: missing kernel"). Host execution runs that kernel
-  // on a CPU view, where the stub has the CPU's kernel.
-  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+  // Operators whose only kernel is a CompositeExplicitAutograd one that calls
+  // a DispatchStub with the tensors' device type (conj_physical_stub,
+  // kaiser_window_stub): on neuron an internal assert ("DispatchStub: missing
+  // kernel for neuron"). Host execution runs that composite kernel on CPU
+  // views (a factory's device argument made the CPU), where the stub has the
+  // CPU's kernel, inside one host call (so the asynchronous mode defers it
+  // whole). Registering the CPU kernels as the stubs' PrivateUse1 kernels
+  // instead would run them on the calling thread, racing the deferred
+  // operators that made their inputs. The list is what a scan of every
+  // operator neuron reaches through a composite kernel finds
+  // (tests/test_neuron_operators.py, test_no_composite_operator_reaches_a_dispatch_stub);
+  // their out= forms call these.
+  for (const char* name :
+       {"conj_physical_", "kaiser_window", "kaiser_window.periodic", "kaiser_window.beta"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+  }
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }
