@@ -554,3 +554,46 @@ def test_no_composite_operator_reaches_a_dispatch_stub(run_python):
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     assert int(lines["TRIED"]) > 1500, result.stdout  # the scan reached the operators
     assert lines["HITS"] == "[]", result.stdout
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "conv_transpose"])
+@pytest.mark.parametrize(
+    "input_format, weight_format",
+    [
+        (torch.channels_last, torch.contiguous_format),
+        (torch.contiguous_format, torch.channels_last),
+        (torch.channels_last, torch.channels_last),
+    ],
+    ids=["input_cl", "weight_cl", "both_cl"],
+)
+def test_convolution_layouts_are_what_torch_predicts_for_neuron(
+    transposed, input_format, weight_format
+):
+    # FakeTensor (torch.compile) predicts a PrivateUse1 convolution's result and gradients in
+    # the format of _determine_backend_memory_format for the Overrideable backend; the CPU
+    # kernel neuron runs returns channels-last for a channels-last input or weight. Values stay
+    # the CPU's.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 6, 6, generator=generator).to(memory_format=input_format)
+    w = torch.randn(4, 4, 3, 3, generator=generator).to(memory_format=weight_format)
+    grad = torch.randn(2, 4, 6, 6, generator=generator).to(memory_format=input_format)
+    conv = (1, 1), (1, 1), (1, 1), transposed, (0, 0), 1
+
+    def run(x, w, grad, fake=None):
+        inputs = (x, w, grad) if fake is None else tuple(map(fake.from_tensor, (x, w, grad)))
+        y = torch.ops.aten.convolution(inputs[0], inputs[1], None, *conv)
+        grads = torch.ops.aten.convolution_backward(
+            inputs[2], inputs[0], inputs[1], None, *conv, (True, True, False)
+        )
+        return y, *grads[:2]
+
+    on_neuron = [t.to("neuron") for t in (x, w, grad)]
+    with FakeTensorMode() as fake:
+        predicted = run(*on_neuron, fake=fake)
+    results = run(*on_neuron)
+    for got, want, expected in zip(results, predicted, run(x, w, grad), strict=True):
+        assert got.device.type == "neuron"
+        assert got.stride() == want.stride()
+        assert torch.equal(got.cpu(), expected)  # the CPU kernel ran

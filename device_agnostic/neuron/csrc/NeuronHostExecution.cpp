@@ -31,6 +31,7 @@
 #include "NeuronStream.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/op_registration/op_registration.h>
@@ -695,9 +696,16 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
   const bool transposed = (*stack)[first + 6].toBool();
   const int64_t groups = (*stack)[first + 8].toInt();
   const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+  const at::MemoryFormat format = convolution_memory_format((*stack)[first + 1].toTensor(), weight);
   stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + 3),
                 c10::IValue(std::vector<int64_t>{channels}));
   HostExecution(convolution_backward, stack).run();
+  // grad_input and grad_weight in torch's predicted format; grad_bias is 1-d.
+  for (size_t i = stack->size() - 3; i < stack->size() - 1; ++i) {
+    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) {
+      (*stack)[i] = (*stack)[i].toTensor().contiguous(format);
+    }
+  }
 }
 
 } // namespace
@@ -707,11 +715,20 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
 // which pick the CPU convolution kernels, on device memory instead. (The
 // direct kernel of convolution_overrideable, NeuronDirectKernels.cpp, does
 // the same unboxed; this is its boxed form.)
-void convolution_overrideable_fallback(const c10::OperatorHandle& /*op*/,
+void convolution_overrideable_fallback(const c10::OperatorHandle& op,
                                        torch::jit::Stack* stack) {
   static const auto convolution =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const at::MemoryFormat format =
+      convolution_memory_format((*stack)[first].toTensor(), (*stack)[first + 1].toTensor());
   host_execution_fallback(convolution, stack);
+  stack->back() = stack->back().toTensor().contiguous(format);
+}
+
+at::MemoryFormat convolution_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  return at::native::_determine_backend_memory_format(input, weight,
+                                                      at::native::ConvBackend::Overrideable);
 }
 
 void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
