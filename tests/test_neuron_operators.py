@@ -313,6 +313,22 @@ def test_sparse_results_fail_loudly_instead_of_landing_on_the_cpu():
 
 
 @pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,), device="neuron"),
+        lambda: torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,)).to("neuron"),
+        lambda: torch.empty(3, layout=torch.sparse_coo, device="neuron"),
+        lambda: torch.eye(2).to_sparse_csr().to("neuron").to_dense(),
+    ],
+    ids=["sparse_coo_tensor", "to", "empty", "csr_moved_then_used"],
+)
+def test_sparse_neuron_tensors_are_refused_naming_the_fix(make):
+    # Without a refusal: "Could not run ... from the 'Sparseneuron' backend".
+    with pytest.raises(NotImplementedError, match="sparse neuron tensor.*to_dense"):
+        make()
+
+
+@pytest.mark.parametrize(
     "op",
     [
         lambda s, out: torch.add(s, s, out=out),

@@ -685,6 +685,20 @@ void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*
       "quantized tensors on the CPU.");
 }
 
+// Sparse neuron tensors (torch.sparse_coo_tensor(..., device="neuron"),
+// to_sparse_csr on a neuron tensor's creation path, ...) dispatch to
+// SparsePrivateUse1 and SparseCsrPrivateUse1: refuse them with the fix
+// instead of "Could not run ... from the 'Sparseneuron' backend". Sparse
+// results of dense neuron operators are refused where they are adopted
+// (fresh_to_device).
+void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "The operator '", op.schema().operator_name(),
+      "' would create or use a sparse neuron tensor, but neuron supports only strided (dense) "
+      "tensors. Keep sparse tensors on the CPU, or make the tensor dense (to_dense()) before "
+      "moving it to neuron.");
+}
+
 void convolution_backward_overrideable(const c10::OperatorHandle& op,
                                        torch::jit::Stack* stack) {
   static const auto convolution_backward =
@@ -811,6 +825,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
