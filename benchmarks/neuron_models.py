@@ -35,12 +35,9 @@ per-step CPU time. The first steps' losses of both devices are compared (a warni
 1e-3). The run reports the load: the share of the machine's CPUs other processes used
 (``/proc/stat``) and the load average.
 
-Compiled ``resnet18`` and ``unet`` fail on neuron with inductor's default layout optimization:
-inductor turns a convolution graph's inputs channels-last, and neuron's convolution (the CPU's
-kernel) returns a channels-last output where torch's fake kernel for an out-of-tree device
-(``_ConvBackend.Overrideable``) predicts a contiguous one, so the compiled code's
-``assert_size_stride`` fails. ``--no-layout-optimization`` turns that optimization off on both
-devices (a failing model is reported as an error, and the others are still measured).
+``--no-layout-optimization`` turns inductor's layout optimization off on both devices, for
+comparison; with it on (the default), neuron's convolution returns the layout torch's fake kernel
+predicts for an out-of-tree device (contiguous), so compiled convolution models run.
 
 Usage:
     python benchmarks/neuron_models.py [--models gpt,llama,resnet18,unet] [--modes eager,compiled]
@@ -384,7 +381,7 @@ def main() -> None:
     parser.add_argument(
         "--no-layout-optimization",
         action="store_true",
-        help="inductor's layout_optimization off (makes compiled convolution models run on neuron)",
+        help="inductor's layout_optimization off on both devices (for comparison)",
     )
     parser.add_argument("--json", help="write the results and the machine's description here")
     args = parser.parse_args()

@@ -54,9 +54,7 @@ WHEELHOUSE_PINS = (
 )
 INSTALL_LIMIT_S = 60.0  # loose; the test prints the measured figure
 # The vendor's folder: its own files only, nothing copied from the suite.
-# kaiser_window is left out: neuron has no kernel for it (a known failure in its packaged
-# manifest, docs/neuron.md's known gaps), and this vendor's freshly initialised manifest has none.
-VENDOR_AREAS = "(test_capabilities or test_creation) and not kaiser_window"
+VENDOR_AREAS = "test_capabilities or test_creation"
 
 
 def main_version() -> str:

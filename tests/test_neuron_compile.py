@@ -243,3 +243,39 @@ def test_on_patched_torch_no_private_torch_function_is_replaced(run_python, tmp_
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "PATCHED []", done.stdout
+
+
+def _conv_net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, 4),
+    )
+
+
+def test_a_compiled_conv_net_with_layout_optimization_matches_eager():
+    # Inductor's layout optimization (on by default; forced here, which its heuristics do for
+    # a ResNet-18) makes the convolutions' inputs channels-last. The generated code asserts each
+    # convolution's strides as FakeTensor predicts them for a PrivateUse1 device (contiguous);
+    # neuron's convolution must return that layout, not the CPU kernel's channels-last.
+    assert torch._inductor.config.layout_optimization
+    eager = _conv_net().to("neuron")
+    compiled_model = _conv_net().to("neuron")
+    x = torch.randn(2, 3, 16, 16, device="neuron")
+    with torch._inductor.config.patch(force_layout_optimization=True):
+        compiled = torch.compile(compiled_model)
+        actual, (forward_code, *_) = run_and_get_code(compiled, x)
+        actual.square().sum().backward()
+    assert "(768, 1, 48, 3)" in forward_code  # the input made channels-last: the optimization ran
+    expected = eager(x)
+    expected.square().sum().backward()
+    _assert_all_neuron([actual], "the compiled output")
+    torch.testing.assert_close(actual, expected)
+    for got, want in zip(compiled_model.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, want.grad)

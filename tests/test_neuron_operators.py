@@ -313,6 +313,22 @@ def test_sparse_results_fail_loudly_instead_of_landing_on_the_cpu():
 
 
 @pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,), device="neuron"),
+        lambda: torch.sparse_coo_tensor([[0, 1]], [1.0, 2.0], (3,)).to("neuron"),
+        lambda: torch.empty(3, layout=torch.sparse_coo, device="neuron"),
+        lambda: torch.eye(2).to_sparse_csr().to("neuron").to_dense(),
+    ],
+    ids=["sparse_coo_tensor", "to", "empty", "csr_moved_then_used"],
+)
+def test_sparse_neuron_tensors_are_refused_naming_the_fix(make):
+    # Without a refusal: "Could not run ... from the 'Sparseneuron' backend".
+    with pytest.raises(NotImplementedError, match="sparse neuron tensor.*to_dense"):
+        make()
+
+
+@pytest.mark.parametrize(
     "op",
     [
         lambda s, out: torch.add(s, s, out=out),
@@ -441,3 +457,159 @@ def test_storage_type_names_the_device_modules_class_as_on_cuda(dtype, name):
     assert not isinstance(x.cpu().storage(), storage_class)
     made = storage_class(4)
     assert made.device.type == "neuron" and made.dtype == dtype and made.size() == 4
+
+
+KAISER_WINDOWS = {
+    "default": lambda **kw: torch.kaiser_window(8, **kw),
+    "symmetric": lambda **kw: torch.kaiser_window(7, False, **kw),
+    "beta": lambda **kw: torch.kaiser_window(9, True, 6.0, **kw),
+    "length_1": lambda **kw: torch.kaiser_window(1, **kw),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("form", sorted(KAISER_WINDOWS))
+def test_kaiser_window_matches_the_cpu(form, dtype):
+    # kaiser_window's only kernel is composite and calls kaiser_window_stub for the device
+    # asked for: on neuron an internal assert ("DispatchStub: missing kernel for neuron").
+    expected = KAISER_WINDOWS[form](dtype=dtype)
+    actual = KAISER_WINDOWS[form](dtype=dtype, device="neuron")
+    assert actual.device.type == "neuron" and actual.dtype == dtype
+    assert torch.equal(actual.cpu(), expected)
+
+
+def test_kaiser_window_out_writes_the_neuron_tensor():
+    # The out= forms (not in torch's Python API) call the functional one on out's device.
+    out = torch.empty(0, device="neuron")
+    assert torch.ops.aten.kaiser_window.beta_out(6, True, 3.0, out=out) is out
+    assert out.device.type == "neuron"
+    assert torch.equal(out.cpu(), torch.kaiser_window(6, True, 3.0))
+
+
+# Calls every ATen operator that neuron runs through a composite kernel (no CPU and no neuron
+# kernel) with arguments made from its schema, on float32 and complex64 neuron tensors, and
+# prints those that reach a DispatchStub without a neuron kernel. Other errors (wrong made-up
+# arguments) do not matter here. Run in a subprocess: a few internal operators crash on
+# made-up arguments, on the CPU as well.
+STUB_SCAN = """
+import warnings
+import torch
+
+warnings.filterwarnings("ignore")
+SKIP = ("sparse", "mkldnn", "cudnn", "miopen", "quantiz", "mps", "nested", "_foreach",
+        "fbgemm", "vulkan", "xnnpack", "from_file", "_print", "to_padded",
+        "_thnn_differentiable")  # the last segfaults on made-up arguments on the CPU too
+
+def value(arg, dtype):
+    kind = str(arg.type)
+    if arg.default_value is not None or (kind.endswith("?") and "Tensor" not in kind):
+        return None, False
+    tensor = lambda: torch.full((4, 4), 0.5, dtype=dtype, device="neuron")
+    if "Tensor" in kind:
+        return ([tensor(), tensor()] if "[]" in kind or "List" in kind else tensor()), True
+    made = {"int": 4, "SymInt": 4, "float": 0.5, "Scalar": 2, "number": 2, "bool": False,
+            "Device": torch.device("neuron"), "ScalarType": dtype, "str": "mean"}
+    if kind in made:
+        return made[kind], True
+    if kind.startswith(("int[", "SymInt[", "List[int]")):
+        return [4, 4], True
+    if kind.startswith("float["):
+        return [0.5], True
+    raise TypeError(kind)
+
+tried, hits = 0, set()
+for name in torch._C._dispatch_get_all_op_names():
+    has = lambda key: torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+    if not name.startswith("aten::") or has("CPU") or has("PrivateUse1"):
+        continue
+    if not any(has(key) for key in ("CompositeExplicitAutograd", "CompositeImplicitAutograd",
+                                    "CompositeExplicitAutogradNonFunctional")):
+        continue
+    base, _, overload = name[6:].partition(".")
+    if any(word in base for word in SKIP):
+        continue
+    try:
+        op = getattr(getattr(torch.ops.aten, base), overload or "default")
+    except (AttributeError, RuntimeError):
+        continue
+    for dtype in (torch.float32, torch.complex64):
+        args, kwargs = [], {}
+        try:
+            for arg in op._schema.arguments:
+                if arg.is_out:
+                    kwargs[arg.name] = torch.empty(0, dtype=dtype, device="neuron")
+                    continue
+                made, given = value(arg, dtype)
+                if not given:
+                    if arg.name == "device":
+                        kwargs["device"] = torch.device("neuron")
+                    elif arg.name == "dtype" and "window" in base:
+                        kwargs["dtype"] = dtype
+                elif arg.kwarg_only:
+                    kwargs[arg.name] = made
+                else:
+                    args.append(made)
+        except TypeError:
+            continue
+        tried += 1
+        try:
+            op(*args, **kwargs)
+        except Exception as error:
+            if "DispatchStub" in str(error):
+                hits.add(name)
+print("TRIED", tried)
+print("HITS", sorted(hits))
+"""
+
+
+def test_no_composite_operator_reaches_a_dispatch_stub(run_python):
+    # A composite kernel that calls a DispatchStub with the tensors' device type (kaiser_window,
+    # conj_physical_) asserts on neuron unless neuron routes the operator to host execution.
+    result = run_python(STUB_SCAN, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+    assert int(lines["TRIED"]) > 1500, result.stdout  # the scan reached the operators
+    assert lines["HITS"] == "[]", result.stdout
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "conv_transpose"])
+@pytest.mark.parametrize(
+    "input_format, weight_format",
+    [
+        (torch.channels_last, torch.contiguous_format),
+        (torch.contiguous_format, torch.channels_last),
+        (torch.channels_last, torch.channels_last),
+    ],
+    ids=["input_cl", "weight_cl", "both_cl"],
+)
+def test_convolution_layouts_are_what_torch_predicts_for_neuron(
+    transposed, input_format, weight_format
+):
+    # FakeTensor (torch.compile) predicts a PrivateUse1 convolution's result and gradients in
+    # the format of _determine_backend_memory_format for the Overrideable backend; the CPU
+    # kernel neuron runs returns channels-last for a channels-last input or weight. Values stay
+    # the CPU's.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 4, 6, 6, generator=generator).to(memory_format=input_format)
+    w = torch.randn(4, 4, 3, 3, generator=generator).to(memory_format=weight_format)
+    grad = torch.randn(2, 4, 6, 6, generator=generator).to(memory_format=input_format)
+    conv = (1, 1), (1, 1), (1, 1), transposed, (0, 0), 1
+
+    def run(x, w, grad, fake=None):
+        inputs = (x, w, grad) if fake is None else tuple(map(fake.from_tensor, (x, w, grad)))
+        y = torch.ops.aten.convolution(inputs[0], inputs[1], None, *conv)
+        grads = torch.ops.aten.convolution_backward(
+            inputs[2], inputs[0], inputs[1], None, *conv, (True, True, False)
+        )
+        return y, *grads[:2]
+
+    on_neuron = [t.to("neuron") for t in (x, w, grad)]
+    with FakeTensorMode() as fake:
+        predicted = run(*on_neuron, fake=fake)
+    results = run(*on_neuron)
+    for got, want, expected in zip(results, predicted, run(x, w, grad), strict=True):
+        assert got.device.type == "neuron"
+        assert got.stride() == want.stride()
+        assert torch.equal(got.cpu(), expected)  # the CPU kernel ran

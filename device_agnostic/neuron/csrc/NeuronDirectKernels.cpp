@@ -397,6 +397,20 @@ at::Tensor convolution_on_host(const at::Tensor& input, const at::Tensor& weight
       groups);
 }
 
+// convolution_overrideable's kernel: the direct kernel (or, in asynchronous
+// mode, the fallback it hands the call to), its result then converted to the
+// memory format torch predicts for neuron (convolution_memory_format; no
+// copy when the CPU kernel's result already has it).
+at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias,
+                                    c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                    c10::IntArrayRef dilation, bool transposed,
+                                    c10::IntArrayRef output_padding, int64_t groups) {
+  return Direct<at::_ops::convolution, &convolution_on_host>::call(
+             input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+      .contiguous(convolution_memory_format(input, weight));
+}
+
 bool direct_kernels_enabled() {
   const char* value = std::getenv("NEURON_DIRECT_KERNELS");
   if (value == nullptr || *value == '\0' || std::strcmp(value, "1") == 0) {
@@ -426,7 +440,7 @@ void register_direct_kernels() {
   }
   // Named aten::convolution (messages, and the boxed fallback of asynchronous
   // mode, which runs aten::convolution on the same arguments).
-  NEURON_DIRECT("convolution_overrideable", convolution, &convolution_on_host);
+  library.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   using BinaryFn = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
   using BinaryInplaceFn = at::Tensor& (*)(at::Tensor&, const at::Tensor&);
   NEURON_DIRECT("add.Tensor", add_Tensor, &at::cpu::add);

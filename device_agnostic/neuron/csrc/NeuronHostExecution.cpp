@@ -31,6 +31,7 @@
 #include "NeuronStream.h"
 
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/op_registration/op_registration.h>
@@ -686,6 +687,20 @@ void refuse_quantized(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*
       "quantized tensors on the CPU.");
 }
 
+// Sparse neuron tensors (torch.sparse_coo_tensor(..., device="neuron"),
+// to_sparse_csr on a neuron tensor's creation path, ...) dispatch to
+// SparsePrivateUse1 and SparseCsrPrivateUse1: refuse them with the fix
+// instead of "Could not run ... from the 'Sparseneuron' backend". Sparse
+// results of dense neuron operators are refused where they are adopted
+// (fresh_to_device).
+void refuse_sparse(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      false, "The operator '", op.schema().operator_name(),
+      "' would create or use a sparse neuron tensor, but neuron supports only strided (dense) "
+      "tensors. Keep sparse tensors on the CPU, or make the tensor dense (to_dense()) before "
+      "moving it to neuron.");
+}
+
 void convolution_backward_overrideable(const c10::OperatorHandle& op,
                                        torch::jit::Stack* stack) {
   static const auto convolution_backward =
@@ -697,9 +712,16 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
   const bool transposed = (*stack)[first + 6].toBool();
   const int64_t groups = (*stack)[first + 8].toInt();
   const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+  const at::MemoryFormat format = convolution_memory_format((*stack)[first + 1].toTensor(), weight);
   stack->insert(stack->begin() + static_cast<std::ptrdiff_t>(first + 3),
                 c10::IValue(std::vector<int64_t>{channels}));
   HostExecution(convolution_backward, stack).run();
+  // grad_input and grad_weight in torch's predicted format; grad_bias is 1-d.
+  for (size_t i = stack->size() - 3; i < stack->size() - 1; ++i) {
+    if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) {
+      (*stack)[i] = (*stack)[i].toTensor().contiguous(format);
+    }
+  }
 }
 
 } // namespace
@@ -709,11 +731,20 @@ void convolution_backward_overrideable(const c10::OperatorHandle& op,
 // which pick the CPU convolution kernels, on device memory instead. (The
 // direct kernel of convolution_overrideable, NeuronDirectKernels.cpp, does
 // the same unboxed; this is its boxed form.)
-void convolution_overrideable_fallback(const c10::OperatorHandle& /*op*/,
+void convolution_overrideable_fallback(const c10::OperatorHandle& op,
                                        torch::jit::Stack* stack) {
   static const auto convolution =
       c10::Dispatcher::singleton().findSchemaOrThrow("aten::convolution", "");
+  const size_t first = stack->size() - op.schema().arguments().size();
+  const at::MemoryFormat format =
+      convolution_memory_format((*stack)[first].toTensor(), (*stack)[first + 1].toTensor());
   host_execution_fallback(convolution, stack);
+  stack->back() = stack->back().toTensor().contiguous(format);
+}
+
+at::MemoryFormat convolution_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  return at::native::_determine_backend_memory_format(input, weight,
+                                                      at::native::ConvBackend::Overrideable);
 }
 
 void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -798,12 +829,31 @@ TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_quantized>());
 }
 
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&refuse_sparse>());
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  // conj_physical_ has only a CompositeExplicitAutograd kernel, which calls
-  // the conj DispatchStub for self's device type: on neuron an internal
-  // assert ("DispatchStub: missing kernel"). Host execution runs that kernel
-  // on a CPU view, where the stub has the CPU's kernel.
-  m.impl("conj_physical_", torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+  // Operators whose only kernel is a CompositeExplicitAutograd one that calls
+  // a DispatchStub with the tensors' device type (conj_physical_stub,
+  // kaiser_window_stub): on neuron an internal assert ("DispatchStub: missing
+  // kernel for neuron"). Host execution runs that composite kernel on CPU
+  // views (a factory's device argument made the CPU), where the stub has the
+  // CPU's kernel, inside one host call (so the asynchronous mode defers it
+  // whole). Registering the CPU kernels as the stubs' PrivateUse1 kernels
+  // instead would run them on the calling thread, racing the deferred
+  // operators that made their inputs. The list is what a scan of every
+  // operator neuron reaches through a composite kernel finds
+  // (tests/test_neuron_operators.py, test_no_composite_operator_reaches_a_dispatch_stub);
+  // their out= forms call these.
+  for (const char* name :
+       {"conj_physical_", "kaiser_window", "kaiser_window.periodic", "kaiser_window.beta"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&host_execution_fallback>());
+  }
   m.impl("convolution_backward_overrideable",
          torch::CppFunction::makeFromBoxedFunction<&convolution_backward_overrideable>());
 }

@@ -87,6 +87,15 @@ void host_execution_fallback(const c10::OperatorHandle& op, torch::jit::Stack* s
 // (registered by register_direct_kernels when the direct kernels are off).
 void convolution_overrideable_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The memory format of a neuron convolution's result (and of its input and
+// weight gradients): the one torch predicts for a PrivateUse1 convolution
+// (at::native::_determine_backend_memory_format for ConvBackend::Overrideable,
+// which FakeTensor's convolution uses, so what torch.compile's generated code
+// asserts), contiguous in torch 2.13. The CPU's kernels return channels-last
+// for a channels-last input or weight; the result is converted (one copy)
+// where they differ.
+at::MemoryFormat convolution_memory_format(const at::Tensor& input, const at::Tensor& weight);
+
 // How many calls the boxed fallback has run on this thread (used by the
 // tests to tell which path an operator took).
 uint64_t& thread_boxed_fallback_calls();
