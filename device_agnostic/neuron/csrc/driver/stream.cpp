@@ -11,6 +11,7 @@
 // returns.
 #include "internal.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -23,8 +24,10 @@ struct ndrvStream {
   std::mutex mutex;
   std::condition_variable cv; // new work, and completed work
   std::deque<std::function<void()>> tasks;
-  uint64_t enqueued = 0;
-  uint64_t completed = 0;
+  // Changed under `mutex`; read without it by the idle check, which every
+  // event record makes (the profiler records two per operator).
+  std::atomic<uint64_t> enqueued{0};
+  std::atomic<uint64_t> completed{0};
   bool stopping = false;
   std::thread worker; // started by the first launch
 
@@ -52,8 +55,8 @@ struct ndrvStream {
 
   void synchronize() {
     std::unique_lock<std::mutex> lock(mutex);
-    const uint64_t target = enqueued;
-    cv.wait(lock, [&] { return completed >= target; });
+    const uint64_t target = enqueued.load();
+    cv.wait(lock, [&] { return completed.load() >= target; });
   }
 };
 
@@ -80,8 +83,10 @@ void enqueue(ndrvStream_t stream, std::function<void()> work) {
 }
 
 bool stream_idle(ndrvStream_t stream) {
-  std::lock_guard<std::mutex> lock(stream->mutex);
-  return stream->completed == stream->enqueued;
+  // completed never passes enqueued, so reading it first cannot see a
+  // stream with work as idle.
+  const uint64_t completed = stream->completed.load(std::memory_order_acquire);
+  return completed == stream->enqueued.load(std::memory_order_acquire);
 }
 
 } // namespace ndrv
