@@ -17,7 +17,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 CSRC = Path("device_agnostic", "neuron", "csrc")
 SOURCES = sorted(str(path) for path in CSRC.rglob("*.cpp"))
 if not SOURCES:
-    raise SystemExit(f"setup.py: no C++ sources found in {CSRC}/*.cpp; nothing to build.")
+    raise SystemExit(f"setup.py: no C++ sources found under {CSRC}; nothing to build.")
 
 
 class BuildNeuronExtension(BuildExtension):

@@ -70,6 +70,22 @@ PYBIND11_MODULE(_C, m) {
                                        stream_id));
   });
   m.def("_allocate_from_native_threads", &allocate_from_native_threads);
+  m.def("_driver_error_string", [](int code) {
+    return std::string(ndrvGetErrorString(static_cast<ndrvError_t>(code)));
+  }, "The driver's description of an ndrvError_t code (used by the tests).");
+  m.def("_raise_driver_error", [](int code) {
+    throw_driver_error(static_cast<ndrvError_t>(code), "_raise_driver_error");
+  }, "Raise the torch error a failed driver call with this code becomes (used by the tests).");
+  m.def("_driver_pointer_attributes", [](uintptr_t address) {
+    ndrvPointerAttributes attributes;
+    NEURON_DRIVER_CHECK(
+        ndrvPointerGetAttributes(&attributes, reinterpret_cast<const void*>(address)));
+    const char* type = attributes.type == ndrvMemoryTypeDevice ? "device"
+        : attributes.type == ndrvMemoryTypeHost                ? "host"
+                                                               : "unregistered";
+    return py::make_tuple(type, attributes.device, reinterpret_cast<uintptr_t>(attributes.base),
+                          attributes.size);
+  }, "What the driver knows of an address: (type, device, allocation base, allocation size).");
   m.def("_host_execution_cached_operators", &host_execution_cached_operators,
         "How many operators' schema facts host execution holds (used by the tests).");
   m.def("_direct_kernel_calls", [] { return thread_direct_kernel_calls(); },

@@ -13,6 +13,8 @@
 // - Segments are released only by empty_cache() or when a request would
 //   otherwise exceed the capacity; past it, torch.OutOfMemoryError.
 // No Python and no GIL are involved: each device has its own mutex.
+// Segments come from the driver (ndrvMalloc/ndrvFree, driver/memory.cpp);
+// the policy above is torch-side, as CUDA's caching allocator is.
 #include "NeuronRuntime.h"
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -24,8 +26,6 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -46,7 +46,6 @@ constexpr size_t kSmallBuffer = size_t{2} << 20;
 constexpr size_t kLargeBuffer = size_t{20} << 20;
 constexpr size_t kMinLargeAlloc = size_t{10} << 20;
 constexpr size_t kRoundLarge = size_t{2} << 20;
-constexpr size_t kSegmentAlignment = 4096;
 
 struct Block {
   c10::DeviceIndex device;
@@ -343,8 +342,10 @@ class DeviceMemory {
 
   std::pair<size_t, size_t> memory_info() {
     std::lock_guard<std::mutex> lock(mutex_);
-    const size_t capacity = device_memory_capacity();
-    return {capacity - reserved(), capacity};
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    NEURON_DRIVER_CHECK(ndrvMemGetInfo(device_, &free_bytes, &total_bytes));
+    return {free_bytes, total_bytes};
   }
 
  private:
@@ -397,6 +398,22 @@ class DeviceMemory {
     return block->small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   }
 
+  // A segment of this device's memory from the driver (whatever the current
+  // device); nullptr when the driver has none left.
+  void* driver_malloc(size_t bytes) const {
+    void* ptr = nullptr;
+    ndrvError_t error = ndrvSuccess;
+    {
+      DriverDeviceScope on_device(device_);
+      error = ndrvMalloc(&ptr, bytes);
+    }
+    if (error == ndrvErrorMemoryAllocation) {
+      return nullptr;
+    }
+    NEURON_DRIVER_CHECK(error);
+    return ptr;
+  }
+
   Block* allocate_segment(size_t size, bool small, size_t requested) {
     const size_t bytes = segment_size(size);
     const size_t capacity = device_memory_capacity();
@@ -408,9 +425,7 @@ class DeviceMemory {
     }
     void* ptr = nullptr;
     if (reserved() + bytes <= capacity) {
-      if (posix_memalign(&ptr, kSegmentAlignment, bytes) != 0) {
-        ptr = nullptr;
-      }
+      ptr = driver_malloc(bytes);
     }
     if (ptr == nullptr) {
       stats_.num_ooms += 1;
@@ -495,7 +510,7 @@ class DeviceMemory {
         stats_.oversize_segments.decrease(1);
       }
       stats_.num_device_free += 1;
-      std::free(block->ptr);
+      NEURON_DRIVER_CHECK(ndrvFree(block->ptr));
       drop_block(block);
     }
   }
@@ -549,7 +564,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+    NEURON_DRIVER_CHECK(ndrvMemcpy(dest, src, count, ndrvMemcpyDeviceToDevice));
   }
 
   bool initialized() override {

@@ -88,7 +88,7 @@ struct NeuronHooks final : public at::PrivateUse1HooksInterface {
     c10::DataPtr fresh = allocate_device_memory(impl->device().index(), new_bytes);
     const size_t kept = std::min(new_bytes, impl->nbytes());
     if (kept > 0) {
-      std::memcpy(fresh.get(), impl->data(), kept);
+      NEURON_DRIVER_CHECK(ndrvMemcpy(fresh.get(), impl->data(), kept, ndrvMemcpyDeviceToDevice));
     }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(new_bytes);

@@ -1,24 +1,19 @@
 // Pinned host memory: page-locked staging buffers for host<->device copies.
 //
-// On a NeuronCore, DMA needs page-locked host memory; here host and device
-// share memory, so "pinning" is bookkeeping: the allocator records each
-// allocation's address range so that is_pinned() answers for any pointer
-// inside it (slices of a pinned tensor are pinned too).
+// On a NeuronCore, DMA needs page-locked host memory: the driver allocates it
+// (ndrvMallocHost) and answers for any pointer inside it
+// (ndrvPointerGetAttributes), so slices of a pinned tensor are pinned too.
+// This allocator keeps torch's statistics.
 #include "NeuronRuntime.h"
 
 #include <ATen/core/CachingHostAllocator.h>
 #include <c10/util/Exception.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <iterator>
-#include <map>
 #include <mutex>
+#include <unordered_map>
 
 namespace neuron {
 namespace {
-
-constexpr size_t kPinnedAlignment = 64;
 
 void pinned_deleter(void* ptr);
 
@@ -29,10 +24,11 @@ class NeuronHostAllocator final : public at::HostAllocator {
       return {nullptr, nullptr, &pinned_deleter, c10::Device(c10::DeviceType::CPU)};
     }
     void* ptr = nullptr;
-    TORCH_CHECK_WITH(
-        OutOfMemoryError,
-        posix_memalign(&ptr, kPinnedAlignment, nbytes) == 0,
-        "neuron: could not allocate ", format_bytes(nbytes), " of pinned host memory.");
+    const ndrvError_t error = ndrvMallocHost(&ptr, nbytes);
+    TORCH_CHECK_WITH(OutOfMemoryError, error != ndrvErrorMemoryAllocation,
+                     "neuron: could not allocate ", format_bytes(nbytes),
+                     " of pinned host memory.");
+    NEURON_DRIVER_CHECK(error);
     std::lock_guard<std::mutex> lock(mutex_);
     ranges_[reinterpret_cast<uintptr_t>(ptr)] = nbytes;
     stats_.active_requests.increase(1);
@@ -48,7 +44,7 @@ class NeuronHostAllocator final : public at::HostAllocator {
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+    NEURON_DRIVER_CHECK(ndrvMemcpy(dest, src, count, ndrvMemcpyHostToHost));
   }
 
   void release(void* ptr) {
@@ -66,18 +62,7 @@ class NeuronHostAllocator final : public at::HostAllocator {
       stats_.num_host_free += 1;
       ranges_.erase(it);
     }
-    std::free(ptr);
-  }
-
-  bool contains(const void* ptr) {
-    const auto address = reinterpret_cast<uintptr_t>(ptr);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = ranges_.upper_bound(address);
-    if (it == ranges_.begin()) {
-      return false;
-    }
-    --it;
-    return address < it->first + it->second;
+    NEURON_DRIVER_CHECK(ndrvFreeHost(ptr));
   }
 
   bool record_event(void* /*ptr*/, void* /*ctx*/, c10::Stream /*stream*/) override {
@@ -115,7 +100,7 @@ class NeuronHostAllocator final : public at::HostAllocator {
 
  private:
   std::mutex mutex_;
-  std::map<uintptr_t, size_t> ranges_; // start address -> size
+  std::unordered_map<uintptr_t, size_t> ranges_; // start address -> size, for the stats
   at::HostStats stats_;
 };
 
@@ -139,7 +124,12 @@ c10::Allocator* host_allocator() {
 }
 
 bool is_pinned_ptr(const void* ptr) {
-  return ptr != nullptr && g_host_allocator.contains(ptr);
+  if (ptr == nullptr) {
+    return false;
+  }
+  ndrvPointerAttributes attributes;
+  NEURON_DRIVER_CHECK(ndrvPointerGetAttributes(&attributes, ptr));
+  return attributes.type == ndrvMemoryTypeHost;
 }
 
 } // namespace neuron

@@ -264,7 +264,7 @@ c10::DataPtr adopt(c10::DataPtr data, size_t nbytes, c10::DeviceIndex device) {
   // Memory the kernel did not get from the CPU allocator: copy it over.
   auto fresh = allocate_device_memory(device, nbytes);
   if (nbytes > 0) {
-    std::memcpy(fresh.get(), data.get(), nbytes);
+    NEURON_DRIVER_CHECK(ndrvMemcpy(fresh.get(), data.get(), nbytes, ndrvMemcpyHostToDevice));
   }
   return fresh;
 }

@@ -1,4 +1,5 @@
-// Devices, the current device, lazy initialization and fork safety.
+// Devices, the current device, lazy initialization and fork safety, over the
+// driver (driver/neuron_driver.h); driver errors become torch errors here.
 #include "NeuronRuntime.h"
 
 #include <c10/util/Exception.h>
@@ -6,10 +7,7 @@
 #include <pthread.h>
 
 #include <atomic>
-#include <cctype>
-#include <cstdlib>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <string>
 
@@ -17,122 +15,9 @@ namespace neuron {
 namespace {
 
 constexpr const char* kVisibleCoresEnv = "NEURON_RT_VISIBLE_CORES";
-constexpr const char* kDeviceMemoryEnv = "NEURON_DEVICE_MEMORY";
-constexpr c10::DeviceIndex kDefaultDeviceCount = 2;
-constexpr int kMaxDevices = 64;
-// cudaErrorInvalidDevice's value: the error code an AcceleratorError for an
-// invalid device ordinal carries on CUDA.
-constexpr int32_t kInvalidDeviceErrorCode = 101;
-constexpr size_t kDefaultCapacity = size_t{16} << 30;
-
-std::string trim(const std::string& text) {
-  size_t begin = 0;
-  size_t end = text.size();
-  while (begin < end && std::isspace(static_cast<unsigned char>(text[begin]))) {
-    ++begin;
-  }
-  while (end > begin && std::isspace(static_cast<unsigned char>(text[end - 1]))) {
-    --end;
-  }
-  return text.substr(begin, end - begin);
-}
-
-// Parses a non-negative decimal integer; false on anything else.
-bool parse_index(const std::string& text, long* out) {
-  if (text.empty() || text.size() > 6) {
-    return false;
-  }
-  for (char c : text) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) {
-      return false;
-    }
-  }
-  *out = std::stol(text);
-  return true;
-}
-
-// NEURON_RT_VISIBLE_CORES follows the Neuron runtime: "0-3" (a range),
-// "0,2,5" (a list), "1" (one core), or a list of ranges. Each core is named
-// once and the count of cores is the device count; the cores' own ids are not
-// exposed. A core named twice ("0,0", "0-2,1") or an empty entry ("1,") is an
-// error, not a smaller count: it is a typo, and the user expects more devices.
-// Returns -1 and fills `error` on a malformed value.
-int parse_visible_cores(const char* raw, std::string* error) {
-  const std::string value(raw);
-  if (trim(value).empty()) {
-    *error = "it names no core";
-    return -1;
-  }
-  std::set<long> cores;
-  size_t begin = 0;
-  while (begin <= value.size()) {
-    // std::getline would drop an empty last entry ("1,"): split by hand.
-    size_t comma = value.find(',', begin);
-    if (comma == std::string::npos) {
-      comma = value.size();
-    }
-    const std::string item = trim(value.substr(begin, comma - begin));
-    begin = comma + 1;
-    if (item.empty()) {
-      *error = "it has an empty entry";
-      return -1;
-    }
-    const auto dash = item.find('-');
-    long first = 0;
-    long last = 0;
-    bool ok = false;
-    if (dash == std::string::npos) {
-      ok = parse_index(item, &first);
-      last = first;
-    } else {
-      ok = parse_index(trim(item.substr(0, dash)), &first) &&
-          parse_index(trim(item.substr(dash + 1)), &last) && first <= last;
-    }
-    if (!ok) {
-      *error = "'" + item + "' is not a core index or an ascending range";
-      return -1;
-    }
-    for (long core = first; core <= last; ++core) {
-      if (!cores.insert(core).second) {
-        *error = "core " + std::to_string(core) + " is named twice";
-        return -1;
-      }
-      if (static_cast<int>(cores.size()) > kMaxDevices) {
-        *error = "more than " + std::to_string(kMaxDevices) + " cores";
-        return -1;
-      }
-    }
-  }
-  return static_cast<int>(cores.size());
-}
-
-struct DeviceCountResult {
-  int count = -1;
-  std::string error;
-};
-
-// The environment is read once, as a real runtime reads it at start-up.
-const DeviceCountResult& device_count_result() {
-  static const DeviceCountResult result = [] {
-    DeviceCountResult r;
-    const char* raw = std::getenv(kVisibleCoresEnv);
-    if (raw == nullptr) {
-      r.count = kDefaultDeviceCount;
-    } else {
-      r.count = parse_visible_cores(raw, &r.error);
-      if (r.count < 0) {
-        r.error = std::string("Invalid ") + kVisibleCoresEnv + "='" + raw +
-            "': " + r.error + ". Use a core index (\"1\"), a list (\"0,2,5\") "
-            "or a range (\"0-3\"), or unset it for the default of " +
-            std::to_string(kDefaultDeviceCount) + " devices.";
-      }
-    }
-    return r;
-  }();
-  return result;
-}
-
-thread_local c10::DeviceIndex tls_current_device = 0;
+// cudaErrorInvalidDevice's value, which ndrvErrorInvalidDevice shares: the
+// error code an AcceleratorError for an invalid device ordinal carries.
+static_assert(ndrvErrorInvalidDevice == 101);
 
 std::atomic<bool> g_initialized{false};
 std::atomic<bool> g_in_bad_fork{false};
@@ -149,14 +34,16 @@ void on_fork_child() {
 } // namespace
 
 c10::DeviceIndex device_count() {
-  const auto& result = device_count_result();
-  TORCH_CHECK(result.count >= 0, result.error);
-  return static_cast<c10::DeviceIndex>(result.count);
+  int count = 0;
+  const auto error = ndrvGetDeviceCount(&count);
+  // A malformed NEURON_RT_VISIBLE_CORES: the driver's detail says how to fix it.
+  TORCH_CHECK(error == ndrvSuccess, ndrvGetLastErrorDetail());
+  return static_cast<c10::DeviceIndex>(count);
 }
 
 c10::DeviceIndex device_count_noexcept() noexcept {
-  const auto& result = device_count_result();
-  return result.count < 0 ? 0 : static_cast<c10::DeviceIndex>(result.count);
+  int count = 0;
+  return ndrvGetDeviceCount(&count) == ndrvSuccess ? static_cast<c10::DeviceIndex>(count) : 0;
 }
 
 void check_device_index(c10::DeviceIndex index) {
@@ -167,7 +54,7 @@ void check_device_index(c10::DeviceIndex index) {
   // An AcceleratorError (a RuntimeError in Python), as CUDA raises for an
   // invalid ordinal: code written `except RuntimeError` must catch ours too.
   throw c10::AcceleratorError(
-      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, kInvalidDeviceErrorCode,
+      {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, ndrvErrorInvalidDevice,
       c10::str("Invalid neuron device index ", static_cast<int>(index), ": this process has ",
                static_cast<int>(count), " neuron device(s), so the index must be in [0, ",
                static_cast<int>(count), "). Set ", kVisibleCoresEnv,
@@ -183,15 +70,17 @@ c10::DeviceIndex resolve_device_index(c10::DeviceIndex index) {
 }
 
 c10::DeviceIndex current_device() {
-  return tls_current_device;
+  int device = 0;
+  ndrvGetDevice(&device); // cannot fail
+  return static_cast<c10::DeviceIndex>(device);
 }
 
 void set_device(c10::DeviceIndex index) {
   check_device_index(index);
-  if (index != tls_current_device) {
+  if (index != current_device()) {
     lazy_init();
   }
-  tls_current_device = index;
+  NEURON_DRIVER_CHECK(ndrvSetDevice(index));
 }
 
 void lazy_init() {
@@ -219,42 +108,42 @@ bool is_in_bad_fork() {
 }
 
 size_t device_memory_capacity() {
-  static const size_t capacity = [] {
-    const char* raw = std::getenv(kDeviceMemoryEnv);
-    if (raw == nullptr) {
-      return kDefaultCapacity;
-    }
-    const std::string text = trim(raw);
-    size_t digits = 0;
-    while (digits < text.size() &&
-           std::isdigit(static_cast<unsigned char>(text[digits]))) {
-      ++digits;
-    }
-    std::string unit = trim(text.substr(digits));
-    for (auto& c : unit) {
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    const std::pair<const char*, size_t> units[] = {
-        {"", 1},          {"b", 1},         {"kib", 1ull << 10},
-        {"mib", 1ull << 20}, {"gib", 1ull << 30}, {"tib", 1ull << 40},
-        {"kb", 1000ull},  {"mb", 1000000ull}, {"gb", 1000000000ull},
-        {"k", 1ull << 10}, {"m", 1ull << 20},  {"g", 1ull << 30}};
-    size_t multiplier = 0;
-    for (const auto& [name, factor] : units) {
-      if (unit == name) {
-        multiplier = factor;
-      }
-    }
-    const bool ok = digits > 0 && digits <= 15 && multiplier > 0;
-    TORCH_CHECK(
-        ok, "Invalid ", kDeviceMemoryEnv, "='", raw,
-        "': expected a size such as 512MiB, 16GiB or a byte count.");
-    const size_t value = std::stoull(text.substr(0, digits)) * multiplier;
-    TORCH_CHECK(value > 0, "Invalid ", kDeviceMemoryEnv, "='", raw,
-                "': the capacity must be positive.");
-    return value;
-  }();
-  return capacity;
+  ndrvDeviceProp properties;
+  NEURON_DRIVER_CHECK(ndrvGetDeviceProperties(&properties, 0));
+  return properties.totalGlobalMem;
+}
+
+DriverDeviceScope::DriverDeviceScope(c10::DeviceIndex device) {
+  ndrvGetDevice(&previous_);
+  if (previous_ != device) {
+    NEURON_DRIVER_CHECK(ndrvSetDevice(device));
+    changed_ = true;
+  }
+}
+
+DriverDeviceScope::~DriverDeviceScope() {
+  if (changed_) {
+    ndrvSetDevice(previous_); // was current before, so it is valid
+  }
+}
+
+void throw_driver_error(ndrvError_t error, const char* call) {
+  const std::string detail = ndrvGetLastErrorDetail();
+  switch (error) {
+    case ndrvErrorInvalidDevice:
+      throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, error,
+                                  c10::str("neuron: ", call, ": ", ndrvGetErrorString(error),
+                                           " (", detail, ")."));
+    case ndrvErrorMemoryAllocation:
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "neuron: ", call, ": ",
+                       ndrvGetErrorString(error), " (", detail, ").");
+    case ndrvErrorInitializationError:
+      // A malformed setting: the detail names it and the fix, and is the message.
+      TORCH_CHECK(false, detail);
+    default:
+      TORCH_CHECK(false, "neuron: ", call, " failed: ", ndrvGetErrorString(error), " (code ",
+                  static_cast<int>(error), detail.empty() ? "" : ": ", detail, ").");
+  }
 }
 
 std::string format_bytes(size_t bytes) {

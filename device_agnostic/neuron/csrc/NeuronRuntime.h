@@ -1,16 +1,21 @@
-// The neuron runtime: the thin C-like layer under the ATen integration.
+// The neuron runtime: the torch integration's index.
 //
-// "neuron" emulates an AWS NeuronCore on host memory. This header declares
-// what the per-concern files share: device enumeration and the current
-// device (NeuronRuntime.cpp), the device memory allocator
-// (NeuronDeviceAllocator.cpp), pinned host memory (NeuronHostAllocator.cpp),
-// streams and events (NeuronStream.cpp), generators (NeuronGenerator.cpp),
-// host execution of ATen kernels (NeuronHostExecution.cpp, and unboxed for
-// the hot operators in NeuronDirectKernels.cpp) and the profiler's
-// device timing, from those events (NeuronProfiler.cpp). The
-// torch.distributed backend, gloo over aliases of device memory, is in
-// NeuronProcessGroup.cpp (its own header: it needs c10d's). The opt-in
-// asynchronous mode (NEURON_LAUNCH_BLOCKING=0: per-stream work queues, each
+// "neuron" emulates an AWS NeuronCore on host memory. The device itself is
+// the driver (driver/neuron_driver.h: devices, memory, copies, streams,
+// events, as C calls prefixed ndrv, emulated on host memory and threads in
+// driver/*.cpp); it is what a vendor replaces. Everything declared here is
+// the integration, which plugs that device into torch and calls only the
+// driver for what the device does: device enumeration and the current device
+// (NeuronRuntime.cpp, which also turns driver errors into torch errors), the
+// caching device memory allocator over ndrvMalloc (NeuronDeviceAllocator.cpp),
+// pinned host memory (NeuronHostAllocator.cpp), streams and events over the
+// driver's (NeuronStream.cpp), generators (NeuronGenerator.cpp), host
+// execution of ATen kernels (NeuronHostExecution.cpp, and unboxed for the hot
+// operators in NeuronDirectKernels.cpp) and the profiler's device timing,
+// from those events (NeuronProfiler.cpp). The torch.distributed backend, gloo
+// over aliases of device memory, is in NeuronProcessGroup.cpp (its own
+// header: it needs c10d's). The opt-in asynchronous mode
+// (NEURON_LAUNCH_BLOCKING=0: kernels launched on the driver's streams, each
 // run by its own worker thread) is in NeuronAsync.cpp.
 #pragma once
 
@@ -20,6 +25,8 @@
 #include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
 #include <c10/util/ArrayRef.h>
+
+#include "driver/neuron_driver.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -37,7 +44,7 @@ constexpr const char* kBackendName = "neuron";
 
 // ---- devices (NeuronRuntime.cpp) ------------------------------------------
 
-// Number of visible NeuronCores, parsed from NEURON_RT_VISIBLE_CORES.
+// Number of visible NeuronCores (the driver reads NEURON_RT_VISIBLE_CORES).
 // Throws a c10::Error naming the variable when its value is malformed.
 c10::DeviceIndex device_count();
 // Same, but 0 on a malformed value: for interfaces that must not throw.
@@ -56,8 +63,35 @@ void lazy_init();
 bool is_initialized();
 bool is_in_bad_fork();
 
-// Per-device memory capacity in bytes, parsed from NEURON_DEVICE_MEMORY.
+// Per-device memory capacity in bytes (the driver's totalGlobalMem).
 size_t device_memory_capacity();
+// While alive, `device` is the driver's current device on this thread: for the
+// driver calls that act on the current device (ndrvMalloc, stream and event
+// creation, ndrvDeviceSynchronize) made for a device named explicitly.
+class DriverDeviceScope {
+ public:
+  explicit DriverDeviceScope(c10::DeviceIndex device);
+  ~DriverDeviceScope();
+  DriverDeviceScope(const DriverDeviceScope&) = delete;
+  DriverDeviceScope& operator=(const DriverDeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+// Raises the torch error for a failed driver call: an invalid device is a
+// c10::AcceleratorError (torch.AcceleratorError) carrying the code, memory
+// exhaustion an OutOfMemoryError, a malformed setting a c10::Error whose
+// message is the driver's detail; anything else a c10::Error naming `call`.
+[[noreturn]] void throw_driver_error(ndrvError_t error, const char* call);
+#define NEURON_DRIVER_CHECK(expr)                          \
+  do {                                                     \
+    const ndrvError_t neuron_driver_error_ = (expr);       \
+    if (neuron_driver_error_ != ndrvSuccess) {             \
+      ::neuron::throw_driver_error(neuron_driver_error_, #expr); \
+    }                                                      \
+  } while (false)
 std::string format_bytes(size_t bytes);
 
 // The dtypes a NeuronCore computes in. float64, complex128 and the quantized

@@ -4,8 +4,6 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 
@@ -18,6 +16,7 @@ namespace {
 constexpr int kStreamsPerPool = 32;
 constexpr int kPriorityLevels = 2;
 constexpr int kMaxDevices = 64;
+static_assert(kStreamsPerPool * kPriorityLevels == kMaxStreamId);
 
 std::array<std::array<std::atomic<uint32_t>, kPriorityLevels>, kMaxDevices> g_next_slot{};
 
@@ -27,41 +26,21 @@ c10::Stream make_stream(c10::DeviceIndex device, c10::StreamId id) {
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kDeviceType, device), id);
 }
 
-// An event's completion state, shared with the closures that complete it or
-// wait for it (async mode), so that destroying the event is always safe.
-// Each record bumps `recorded`; the event is complete when `completed` has
-// caught up, i.e. when the work issued before the latest record has run.
-struct EventState {
-  std::mutex mutex;
-  std::condition_variable cv;
-  uint64_t recorded = 0;
-  uint64_t completed = 0;
-  std::chrono::steady_clock::time_point timestamp;
-
-  void complete(uint64_t generation) {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (generation > completed) {
-        completed = generation;
-        timestamp = std::chrono::steady_clock::now();
-      }
-    }
-    cv.notify_all();
-  }
-
-  void wait_for(uint64_t generation) {
-    GilReleasedWhileWaiting no_gil; // the worker completing it may need the GIL
-    std::unique_lock<std::mutex> lock(mutex);
-    cv.wait(lock, [&] { return completed >= generation; });
-  }
-};
-
+// The torch-side state of an event: the driver's event, and what torch's
+// rules need (its device, whether it times, whether it was ever recorded).
 struct NeuronEvent {
   c10::DeviceIndex device;
   bool enable_timing;
   bool recorded = false;
-  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+  ndrvEvent_t handle = nullptr;
+
+  ~NeuronEvent() {
+    ndrvEventDestroy(handle);
+  }
 };
+
+std::array<std::array<std::atomic<DriverStream*>, kMaxStreamId + 1>, kMaxDevices> g_driver_streams{};
+std::mutex g_driver_streams_mutex;
 
 } // namespace
 
@@ -71,9 +50,31 @@ void check_stream(const c10::Stream& stream) {
       stream.device_type(), ".");
   check_device_index(stream.device_index());
   const auto id = stream.id();
-  TORCH_CHECK(id >= 0 && id <= kStreamsPerPool * kPriorityLevels,
+  TORCH_CHECK(id >= 0 && id <= kMaxStreamId,
               "Invalid neuron stream id ", id, " on device ",
               static_cast<int>(stream.device_index()), ".");
+}
+
+DriverStream* find_driver_stream(c10::DeviceIndex device, c10::StreamId id) {
+  return g_driver_streams[device][id].load(std::memory_order_acquire);
+}
+
+DriverStream& driver_stream(const c10::Stream& stream) {
+  const auto device = stream.device_index();
+  const auto id = stream.id();
+  if (auto* found = find_driver_stream(device, id)) {
+    return *found;
+  }
+  std::lock_guard<std::mutex> lock(g_driver_streams_mutex);
+  auto& slot = g_driver_streams[device][id];
+  if (slot.load() == nullptr) {
+    auto created = std::make_unique<DriverStream>();
+    DriverDeviceScope on_device(device);
+    const int priority = id > kStreamsPerPool ? kHighestPriority : kLowestPriority;
+    NEURON_DRIVER_CHECK(ndrvStreamCreateWithPriority(&created->handle, priority));
+    slot.store(created.release(), std::memory_order_release); // never freed
+  }
+  return *slot.load();
 }
 
 c10::Stream current_stream(c10::DeviceIndex device) {
@@ -115,7 +116,13 @@ void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex devi
   auto* neuron_event = static_cast<NeuronEvent*>(*event);
   if (neuron_event == nullptr) {
     lazy_init();
-    neuron_event = new NeuronEvent{stream.device_index(), flag == c10::EventFlag::BACKEND_DEFAULT};
+    auto created = std::make_unique<NeuronEvent>();
+    created->device = stream.device_index();
+    created->enable_timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    DriverDeviceScope on_device(created->device);
+    NEURON_DRIVER_CHECK(ndrvEventCreateWithFlags(
+        &created->handle, created->enable_timing ? ndrvEventEnableTiming : ndrvEventDefault));
+    neuron_event = created.release();
     *event = neuron_event;
   }
   TORCH_CHECK(neuron_event->device == stream.device_index(), "Event device ",
@@ -123,21 +130,9 @@ void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex devi
               " does not match recording stream's device ",
               static_cast<int>(stream.device_index()), ".");
   neuron_event->recorded = true;
-  auto state = neuron_event->state;
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> lock(state->mutex);
-    generation = ++state->recorded;
-  }
-  if (async_enabled() && !stream_idle(stream)) {
-    // Completes when the stream's worker reaches it: after the work before it.
-    enqueue_on_stream(stream, [state, generation] { state->complete(generation); });
-  } else {
-    // All work issued to the stream so far has completed (synchronous mode, or
-    // an idle stream): complete now, so that query() right after is true, as
-    // on an idle CUDA stream, and no worker is started for an unused stream.
-    state->complete(generation);
-  }
+  // Completes after the work launched on the stream so far: at once in
+  // synchronous mode, where that work has all run on the issuing thread.
+  NEURON_DRIVER_CHECK(ndrvEventRecord(neuron_event->handle, driver_stream(stream).handle));
 }
 
 void block_on_event(void* event, const c10::Stream& stream) {
@@ -148,15 +143,8 @@ void block_on_event(void* event, const c10::Stream& stream) {
   if (neuron_event == nullptr || !async_enabled()) {
     return;
   }
-  auto state = neuron_event->state;
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> lock(state->mutex);
-    generation = state->recorded;
-  }
-  // Work issued to `stream` after this point waits for the recorded work. The
-  // waited-for generation was enqueued before this wait, so no cycle forms.
-  enqueue_on_stream(stream, [state, generation] { state->wait_for(generation); });
+  // Work issued to `stream` after this point waits for the recorded work.
+  NEURON_DRIVER_CHECK(ndrvStreamWaitEvent(driver_stream(stream).handle, neuron_event->handle));
 }
 
 bool query_event(void* event) {
@@ -164,8 +152,12 @@ bool query_event(void* event) {
   if (neuron_event == nullptr) {
     return true;
   }
-  std::lock_guard<std::mutex> lock(neuron_event->state->mutex);
-  return neuron_event->state->completed >= neuron_event->state->recorded;
+  const ndrvError_t error = ndrvEventQuery(neuron_event->handle);
+  if (error == ndrvErrorNotReady) {
+    return false;
+  }
+  NEURON_DRIVER_CHECK(error);
+  return true;
 }
 
 void synchronize_event(void* event) {
@@ -173,12 +165,8 @@ void synchronize_event(void* event) {
   if (neuron_event == nullptr) {
     return;
   }
-  uint64_t generation = 0;
-  {
-    std::lock_guard<std::mutex> lock(neuron_event->state->mutex);
-    generation = neuron_event->state->recorded;
-  }
-  neuron_event->state->wait_for(generation);
+  GilReleasedWhileWaiting no_gil; // the worker completing it may need the GIL
+  NEURON_DRIVER_CHECK(ndrvEventSynchronize(neuron_event->handle));
 }
 
 double event_elapsed_ms(void* start, void* end) {
@@ -194,19 +182,9 @@ double event_elapsed_ms(void* start, void* end) {
               static_cast<int>(second->device), ".");
   synchronize_event(start);
   synchronize_event(end);
-  std::chrono::steady_clock::time_point from;
-  std::chrono::steady_clock::time_point to;
-  {
-    std::lock_guard<std::mutex> lock(first->state->mutex);
-    from = first->state->timestamp;
-  }
-  {
-    std::lock_guard<std::mutex> lock(second->state->mutex);
-    to = second->state->timestamp;
-  }
-  const auto nanoseconds =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count();
-  return static_cast<double>(nanoseconds) / 1e6;
+  double milliseconds = 0.0;
+  NEURON_DRIVER_CHECK(ndrvEventElapsedTime(&milliseconds, first->handle, second->handle));
+  return milliseconds;
 }
 
 c10::DeviceIndex event_device(void* event) {

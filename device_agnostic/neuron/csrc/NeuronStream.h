@@ -1,4 +1,5 @@
-// Streams and events of the neuron runtime.
+// Streams and events of the neuron runtime, over the driver's streams and
+// events (driver/stream.cpp, driver/event.cpp).
 //
 // Execution model (default, NEURON_LAUNCH_BLOCKING=1): every operation runs
 // to completion on the host thread that issues it, in issue order. A stream
@@ -16,6 +17,9 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <exception>
+#include <mutex>
+
 namespace neuron {
 
 // Priorities follow CUDA: 0 is normal, negative is higher priority.
@@ -29,6 +33,20 @@ c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 c10::Stream exchange_stream(c10::Stream stream);
 int stream_priority(const c10::Stream& stream);
 void check_stream(const c10::Stream& stream);
+
+// The driver stream behind a c10 stream (one per device and stream id,
+// created on first use, never destroyed), and the first error raised by work
+// launched on it in asynchronous mode, kept for the next drain to rethrow.
+struct DriverStream {
+  ndrvStream_t handle = nullptr;
+  std::mutex error_mutex;
+  std::exception_ptr error;
+};
+DriverStream& driver_stream(const c10::Stream& stream);
+// nullptr for a stream nothing has used yet (it has no pending work).
+DriverStream* find_driver_stream(c10::DeviceIndex device, c10::StreamId id);
+// Stream ids run from 0 (the default stream) to kMaxStreamId.
+constexpr int kMaxStreamId = 64;
 
 void record_event(void** event, const c10::Stream& stream, c10::DeviceIndex device,
                   c10::EventFlag flag);
