@@ -119,14 +119,17 @@ def train(model: nn.Module, steps: int, lock: mp.Lock | None, optimizer: str) ->
     learning_rate = 0.05
     sgd = torch.optim.SGD(parameters, lr=learning_rate) if optimizer == "torch.optim" else None
     for _ in range(steps):
-        model.zero_grad()
-        nn.functional.mse_loss(model(inputs), targets).backward()
-        with lock if lock is not None else contextlib.nullcontext(), torch.no_grad():
-            if sgd is not None:
-                sgd.step()
-            else:
-                for parameter in parameters:
-                    parameter.add_(parameter.grad, alpha=-learning_rate)
+        # Locked, a whole step (read, gradient, update) is one worker's: the steps of the workers
+        # then follow one another, as sequential steps do. Lock-free, they interleave.
+        with lock if lock is not None else contextlib.nullcontext():
+            model.zero_grad()
+            nn.functional.mse_loss(model(inputs), targets).backward()
+            with torch.no_grad():
+                if sgd is not None:
+                    sgd.step()
+                else:
+                    for parameter in parameters:
+                        parameter.add_(parameter.grad, alpha=-learning_rate)
 
 
 def make_model(device: str) -> nn.Module:
@@ -135,10 +138,10 @@ def make_model(device: str) -> nn.Module:
 
 
 def hogwild(processes: int, steps: int, locked: bool, optimizer: str) -> dict:
-    """``processes`` workers each take ``steps`` SGD steps on one shared model. Locked: every
-    step reads the parameters another worker left, and all compute the same gradient function,
-    so the result equals ``processes * steps`` sequential steps on the CPU. Lock-free (Hogwild
-    proper): updates may interleave, so only the loss is checked."""
+    """``processes`` workers each take ``steps`` SGD steps on one shared model. Locked: each
+    step is taken whole under the lock from the parameters the last step left, and all compute
+    the same gradient function, so the result equals ``processes * steps`` sequential steps on
+    the CPU. Lock-free (Hogwild proper): updates may interleave, so only the loss is checked."""
     context = mp.get_context("spawn")
     model = make_model("neuron:1")
     model.share_memory()

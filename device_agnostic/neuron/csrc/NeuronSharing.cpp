@@ -51,9 +51,10 @@ void free_shared_mapping(void* context) {
   delete mapping;
 }
 
-void check_driver(int error, const char* call, size_t nbytes) {
-  TORCH_CHECK(error == 0, "neuron: ", call, " of ", format_bytes(nbytes),
-              " of shared device memory failed: ", ndrvSharedErrorString(error),
+void check_driver(ndrvError_t error, const char* call, size_t nbytes) {
+  TORCH_CHECK(error == ndrvSuccess, "neuron: ", call, " of ", format_bytes(nbytes),
+              " of shared device memory failed: ", ndrvGetErrorString(error), " (",
+              ndrvGetLastErrorDetail(), ")",
               ". Sharing neuron tensors between processes needs shared memory (on Linux, "
               "/dev/shm or memfd); clone() the tensor to keep it in this process only.");
 }

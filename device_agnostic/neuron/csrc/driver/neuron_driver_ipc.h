@@ -11,9 +11,13 @@
 // so a producer may free its side while a consumer still uses it.
 //
 // A vendor replaces ipc.cpp with calls into its runtime, keeping these
-// signatures. Every call returns 0 on success, else an errno value
-// (ndrvSharedErrorString names it).
+// signatures. Every call returns an ndrvError_t (neuron_driver.h):
+// ndrvErrorInvalidValue for a bad argument or a handle smaller than the size
+// asked for, ndrvErrorMemoryAllocation when the system refuses the memory or
+// the mapping; ndrvGetLastErrorDetail says why (the system's errno text).
 #pragma once
+
+#include "neuron_driver.h"
 
 #include <stddef.h>
 
@@ -24,19 +28,16 @@ extern "C" {
 // Allocates `size` (> 0) bytes of shareable device memory, zero-filled. On
 // success `*ptr` is its address in this process and `*handle` a handle that
 // another process can open; the caller owns both until ndrvFreeShared.
-int ndrvMallocShared(size_t size, void** ptr, int* handle);
+ndrvError_t ndrvMallocShared(size_t size, void** ptr, int* handle);
 
 // Maps `size` bytes of the shared allocation behind `handle` (a handle
 // received from another process; the caller keeps owning it). On success
 // `*ptr` is its address in this process.
-int ndrvOpenShared(int handle, size_t size, void** ptr);
+ndrvError_t ndrvOpenShared(int handle, size_t size, void** ptr);
 
 // Releases this process's mapping `ptr` of `size` bytes and its handle. The
 // memory itself is released when no process maps it or holds a handle to it.
-int ndrvFreeShared(void* ptr, size_t size, int handle);
-
-// A message for an error code of the calls above.
-const char* ndrvSharedErrorString(int error);
+ndrvError_t ndrvFreeShared(void* ptr, size_t size, int handle);
 
 #ifdef __cplusplus
 } // extern "C"
