@@ -380,7 +380,7 @@ from torch.testing._internal.common_utils import run_tests, TestCase
 
 class TestMarker(TestCase):
     def test_marker(self, device):
-        self.assertTrue(getattr(torch.amp.grad_scaler, "MARKER", False))
+        self.assertTrue(getattr(torch.amp.grad_scaler, "MARKER_D", False))
 
 
 instantiate_device_type_tests(TestMarker, globals(), only_for=("privateuse1",))
@@ -388,40 +388,6 @@ instantiate_device_type_tests(TestMarker, globals(), only_for=("privateuse1",))
 if __name__ == "__main__":
     run_tests()
 """
-
-
-@pytest.mark.slow
-@pytest.mark.patch_verify
-@pytest.mark.timeout(900)
-@pytest.mark.skipif(
-    not OPENREG_PYTHON.exists(), reason="no OpenReg environment (see docs/patch-queue.md)"
-)
-def test_verify_runs_the_openreg_tests_stock_and_patched(tmp_path: Path, capsys) -> None:
-    """A patch whose device-type test (the marker: instantiate_device_type_tests) fails on stock
-    torch on the openreg device and passes with the patch: the OpenReg column says so."""
-    scaler = "torch/amp/grad_scaler.py"
-    series = series_against_installed_torch(
-        tmp_path,
-        [scaler],
-        [
-            (
-                "[amp] A marker",
-                {scaler: ("class GradScaler:\n", "MARKER = True\n\n\nclass GradScaler:\n")},
-                {"test/test_marker_openreg.py": OPENREG_TEST},
-            )
-        ],
-    )
-    report_file = tmp_path / "verify.json"
-    main(["verify", "--series", str(series), "--json", str(report_file), "--fresh",
-          "--openreg", str(OPENREG_PYTHON)])  # fmt: skip
-    out, err = capsys.readouterr()
-    assert report_file.exists(), err
-    (patch,) = json.loads(report_file.read_text())["patches"]
-    (test,) = patch["tests"]
-    assert test["stock_openreg"]["outcome"] == "failed", test["stock_openreg"]
-    assert any("openreg" in name.lower() for name in test["stock_openreg"]["failing"])
-    assert test["patched_openreg"]["outcome"] == "passed", test["patched_openreg"]
-    assert "fails before on OpenReg" in out and "fails (1), passes after" in out
 
 
 def _run(outcome: str, failing: tuple[str, ...] = ()) -> Run:
@@ -513,10 +479,10 @@ if __name__ == "__main__":
     not OPENREG_PYTHON.exists(), reason="no OpenReg environment (see docs/patch-queue.md)"
 )
 def test_verify_runs_every_test_on_openreg_and_shows_a_failed_proof(tmp_path: Path, capsys) -> None:
-    """Every patch's test runs on OpenReg, not only device-type tests: one that takes the current
-    accelerator fails before there and passes after; one that passes before on OpenReg is shown
-    as no proof there (and the patch is not proven); one whose patch says `OpenReg: not
-    applicable: <why>` is not run there and the column gives the reason."""
+    """Every patch's test runs on OpenReg: one that takes the current accelerator and one made by
+    instantiate_device_type_tests fail before there and pass after; one that passes before on
+    OpenReg is shown as no proof there (and the patch is not proven); one whose patch says
+    `OpenReg: not applicable: <why>` is not run there and the column gives the reason."""
     scaler = "torch/amp/grad_scaler.py"
     skip_on_openreg = '        if accelerator is not None and accelerator.type == "openreg":\n'
     skip_on_openreg += "            return\n"
@@ -531,13 +497,20 @@ def test_verify_runs_every_test_on_openreg_and_shows_a_failed_proof(tmp_path: Pa
              "OpenReg: not applicable: the test refuses OpenReg", "MARKER_C", fail_on_openreg),
         )
     ]  # fmt: skip
+    commits.append(
+        ("[amp] A marker a device-type test checks",
+         {scaler: ("class GradScaler:\n", "MARKER_D = True\n\n\nclass GradScaler:\n")},
+         {"test/test_marker_d_openreg.py": OPENREG_TEST})
+    )  # fmt: skip
     series = series_against_installed_torch(tmp_path, [scaler], commits)
     report_file = tmp_path / "verify.json"
     status = main(["verify", "--series", str(series), "--json", str(report_file),
                    "--openreg", str(OPENREG_PYTHON)])  # fmt: skip
     out, err = capsys.readouterr()
     assert status == 1, out + err
-    current, passes_before, not_applicable = json.loads(report_file.read_text())["patches"]
+    current, passes_before, not_applicable, device_type = json.loads(report_file.read_text())[
+        "patches"
+    ]
     (test,) = current["tests"]
     assert test["stock_openreg"]["failing"] == ["FAIL: TestMarker.test_marker"], test
     assert test["patched_openreg"]["outcome"] == "passed", test["patched_openreg"]
@@ -550,6 +523,11 @@ def test_verify_runs_every_test_on_openreg_and_shows_a_failed_proof(tmp_path: Pa
     assert test["stock_openreg"] is None and test["patched_openreg"] is None
     assert not_applicable["openreg_not_applicable"] == "the test refuses OpenReg"
     assert not_applicable["verdict"] == "proven", not_applicable["reasons"]
+    (test,) = device_type["tests"]
+    assert test["stock_openreg"]["outcome"] == "failed", test["stock_openreg"]
+    assert any("openreg" in name.lower() for name in test["stock_openreg"]["failing"]), test
+    assert test["patched_openreg"]["outcome"] == "passed", test["patched_openreg"]
+    # Its test runs only on a PrivateUse1 device: no CPU failure, so unproven whatever OpenReg says.
     column = [
         [cell.strip() for cell in line.split("|")][5]
         for line in out.splitlines()
@@ -559,4 +537,5 @@ def test_verify_runs_every_test_on_openreg_and_shows_a_failed_proof(tmp_path: Pa
         "fails (1), passes after",
         "no: OK (1 passed, 0 skipped), passes after",
         "not applicable: the test refuses OpenReg",
+        "fails (1), passes after",
     ], out
