@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conformance_warm
 import pytest
 
 import conformance
@@ -25,8 +26,9 @@ def run_conformance(
     backend: str = "neuron",
     profile: str = "quick",
 ) -> dict:
-    """Run the given areas on ``backend`` (quick profile unless given) in a subprocess; return
-    the JSON run."""
+    """Run the given areas on ``backend`` (quick profile unless given) in a subprocess (a fork of
+    a warm interpreter, tests/conformance_warm.py, unless ``env`` adds to the environment);
+    return the JSON run."""
     report = tmp_path / "run.json"
     command = [
         sys.executable,
@@ -47,7 +49,13 @@ def run_conformance(
         PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
         **(env or {}),
     )
-    completed = subprocess.run(command, capture_output=True, text=True, env=full_env, timeout=600)
+    if env:
+        # NEURON_LAUNCH_BLOCKING and the like are read when neuron loads: a fresh interpreter.
+        completed = subprocess.run(
+            command, capture_output=True, text=True, env=full_env, timeout=600
+        )
+    else:
+        completed = conformance_warm.run_pytest(command[3:], full_env, report, timeout=600)
     assert report.exists(), f"no report was written:\n{completed.stdout}\n{completed.stderr}"
     run = json.loads(report.read_text())
     run["returncode"] = completed.returncode
