@@ -1,7 +1,7 @@
 """Conformance runs (``python -m pytest ...``) in processes forked from a warm interpreter.
 
-The mutant tests start one conformance run per mutant (about 45 in all): a fresh interpreter
-spends about 2.2 of its 3 CPU-seconds importing torch (and with it the neuron backend), numpy,
+The mutant, plugin and vendor tests start about 70 conformance runs: a fresh interpreter spends
+about 2.2 of its 3 CPU-seconds importing torch (and with it the neuron backend), numpy,
 hypothesis and pytest before it collects a single test. A server that has imported those four
 forks one child per run; the child chdirs, points its stdout and stderr at files and calls
 ``pytest.main`` with the run's arguments, then leaves as an interpreter does (non-daemon threads
