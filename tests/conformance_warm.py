@@ -21,10 +21,11 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import select
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -108,22 +109,26 @@ class WarmServer:
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        # A reader thread: a deadline never waits on a line already read into a buffer.
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
         answer = self._answer(time.monotonic() + 300)
         if answer != "ready":
             raise RuntimeError(f"the warm conformance server did not start: {answer!r}")
 
+    def _read(self) -> None:
+        assert self._server.stdout is not None
+        for line in self._server.stdout:
+            if line.startswith(MARK):
+                self._lines.put(line[len(MARK) :].rstrip("\n"))
+        self._lines.put("")  # the server ended
+
     def _answer(self, deadline: float) -> str:
         """The server's next marked line; "" when it ended or the deadline passed."""
-        assert self._server.stdout is not None
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._server.stdout], [], [], left)[0]:
-                return ""
-            line = self._server.stdout.readline()
-            if not line:
-                return ""
-            if line.startswith(MARK):
-                return line[len(MARK) :].rstrip("\n")
+        try:
+            return self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return ""
 
     def run(
         self, args: list[str], env: dict[str, str], output: Path, timeout: float, cwd: Path
