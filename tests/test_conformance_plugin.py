@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import conformance_warm
 import pytest
 
 import conformance
@@ -43,9 +44,16 @@ def run_suite(
     path = [str(site)] if site is not None else []
     # TESTS.parent: this checkout's suite (after ``site``), wherever the child starts
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(TESTS), str(TESTS.parent)]))
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env=env, timeout=300, **options
-    )
+    if site is None and set(options) <= {"cwd"}:
+        # A fork of a warm interpreter (tests/conformance_warm.py): the same run without the
+        # imports of torch, numpy, hypothesis and pytest. A torch of ``site`` runs fresh.
+        completed = conformance_warm.run_pytest(
+            command[3:], env, report_path, timeout=300, cwd=options.get("cwd")
+        )
+    else:
+        completed = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=300, **options
+        )
     run = json.loads(report_path.read_text()) if report_path.exists() else {}
     return completed, run
 

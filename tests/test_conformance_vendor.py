@@ -19,6 +19,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import conformance_warm
 import pytest
 import torch
 
@@ -59,7 +60,15 @@ def run_area(
     command += ["--conformance-profile=quick", f"--conformance-json={out / 'run.json'}"]
     command += [f"--conformance-markdown={out / 'run.md'}", *extra, "--pyargs"]
     command += [f"conformance.test_{area}" for area in areas]
-    completed = child(command, tmp_path, site=site)
+    if site is None:
+        # A fork of a warm interpreter (tests/conformance_warm.py), in child()'s environment: the
+        # same run without the imports of torch, numpy, hypothesis and pytest.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+        completed = conformance_warm.run_pytest(
+            command[2:], env, out / "run.json", timeout=400, cwd=tmp_path
+        )
+    else:
+        completed = child(command, tmp_path, site=site)
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     markdown = (out / "run.md").read_text() if (out / "run.md").exists() else ""
     return completed, run, markdown
